@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/spf13/cobra"
+
+	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
+)
+
+// Set by the build (-ldflags "-X main.version=... -X main.commit=...").
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	configPath string
+	output     string
+	tables     []string
+	tasks      []string
+	logLevel   string
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "maintainer",
+		Short:         "Keeps Apache Iceberg tables healthy: compaction of small files",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.validateFlags()
+		},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
+	pf.StringVar(&g.output, "output", "text", "output format: text or json")
+	pf.StringArrayVar(&g.tables, "table", nil, "only tables matching this glob (`*` within a level, `**` across levels); repeatable")
+	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.AllTasks, "|")+"); repeatable")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+
+	root.AddCommand(
+		newRunCmd(ctx, g), newPlanCmd(ctx, g), newStatusCmd(ctx, g),
+		newConfigCmd(g), newVersionCmd(g), newDemoCmd(ctx, g),
+	)
+	err := root.ExecuteContext(ctx)
+	if err != nil && isCobraUsage(err) {
+		return usageError{err}
+	}
+	return err
+}
+
+// isCobraUsage recognises cobra's own errors for unknown commands and args.
+func isCobraUsage(err error) bool {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return false
+	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *globals) validateFlags() error {
+	var errs []error
+	if g.output != "text" && g.output != "json" {
+		errs = append(errs, fmt.Errorf("--output must be text or json, got %q", g.output))
+	}
+	for _, t := range g.tasks {
+		if !slices.Contains(maintenance.AllTasks, t) {
+			errs = append(errs, fmt.Errorf("--task %q is not a task; tasks: %s", t, strings.Join(maintenance.AllTasks, ", ")))
+		}
+	}
+	for _, p := range g.tables {
+		if err := config.ValidGlob(p); err != nil {
+			errs = append(errs, fmt.Errorf("--table %q: %w", p, err))
+		}
+	}
+	if _, err := parseLevel(g.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func (g *globals) logger() *slog.Logger {
+	l, _ := parseLevel(g.logLevel)
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// loadConfig reads --config, or the embedded default.
+func (g *globals) loadConfig() (*config.Config, error) {
+	if g.configPath == "" {
+		// The embedded default: a SQLite catalog and warehouse here.
+		return config.Default("."), nil
+	}
+	cfg, err := config.Load(g.configPath)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return cfg, nil
+}
+
+// env is what the table commands share: config, catalog, runner.
+type env struct {
+	cfg    *config.Config
+	cat    catalog.Catalog
+	runner *maintenance.Runner
+	log    *slog.Logger
+}
+
+func (g *globals) setup(ctx context.Context) (*env, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	log := g.logger()
+	cat, err := openCatalog(ctx, cfg.Catalog)
+	if err != nil {
+		return nil, unavailableError{err}
+	}
+	runner := maintenance.NewRunner(maintenance.Deps{
+		Catalog: cat,
+		Policy:  policyFunc(cfg, log),
+		Selected: func(ident string) bool {
+			if !cfg.Managed(ident) {
+				return false
+			}
+			if len(g.tables) == 0 {
+				return true
+			}
+			return slices.ContainsFunc(g.tables, func(p string) bool { return config.MatchGlob(p, ident) })
+		},
+		Logger: log,
+	})
+	return &env{cfg: cfg, cat: cat, runner: runner, log: log}, nil
+}
+
+// policyFunc resolves a table's settings from the config and the table's
+// properties; property values the config had to ignore are logged.
+func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Properties) (maintenance.Policy, error) {
+	return func(ident string, props iceberg.Properties) (maintenance.Policy, error) {
+		r, err := cfg.ForTable(ident, props)
+		for _, w := range r.Warnings {
+			log.Warn(w, "table", ident)
+		}
+		if err != nil {
+			return maintenance.Policy{}, err
+		}
+		return maintenance.Policy{Compact: r.Compact}, nil
+	}
+}
+
+func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, error) {
+	cat, err := catalog.Load(ctx, c.Name, iceberg.Properties(c.Properties()))
+	if err != nil {
+		return nil, fmt.Errorf("open %s catalog %q: %w", c.Type, c.Name, err)
+	}
+	return cat, nil
+}
+
+// tables lists the selected tables; a listing failure means the catalog is
+// unreachable, before any work.
+func (e *env) tables(ctx context.Context) ([]table.Identifier, error) {
+	idents, err := e.runner.Tables(ctx)
+	if err != nil {
+		return nil, unavailableError{err}
+	}
+	return idents, nil
+}
+
+func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
+	var force, dryRun bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "One maintenance pass over the selected tables (for a CronJob)",
+		Long: "Runs each selected task on each selected table. A task whose plan finds nothing to do is\n" +
+			"not_due. Exit codes: 0 all succeeded or were not due; 1 some task failed; 2 bad usage or\n" +
+			"configuration, nothing ran; 3 the catalog was unreachable before any work.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "run the tasks even if not due")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan only: write nothing")
+	return cmd
+}
+
+func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan",
+		Short: "Show what run would do and why; writes nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, DryRun: true})
+		},
+	}
+}
+
+func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
+	e, err := g.setup(ctx)
+	if err != nil {
+		return err
+	}
+	idents, err := e.tables(ctx)
+	if err != nil {
+		return err
+	}
+	if len(idents) == 0 {
+		e.log.Warn("no table selected", "catalog", e.cfg.Catalog.Name)
+	}
+	failed := false
+	for _, ident := range idents {
+		for _, o := range e.runner.RunTable(ctx, ident, req) {
+			if o.Status == maintenance.StatusFailed {
+				failed = true
+			}
+			if err := g.printOutcome(o); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	if failed {
+		return errTasksFailed
+	}
+	return nil
+}
+
+func (g *globals) printOutcome(o maintenance.Outcome) error {
+	if g.output == "json" {
+		return json.NewEncoder(g.stdout).Encode(o)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "%s  %s  %s", o.Table, o.Task, o.Status)
+	if o.Reason != "" {
+		fmt.Fprintf(w, ": %s", o.Reason)
+	}
+	fmt.Fprintln(w)
+	if o.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", o.Error)
+	}
+	if c := o.Compact; c != nil {
+		if o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusNotDue {
+			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), c.TargetSource)
+			for _, gr := range c.Groups {
+				fmt.Fprintf(w, "  rewrite %s: %d files, %s -> ~%d file(s) (%s)\n", gr.Partition, gr.Files,
+					maintenance.HumanBytes(gr.Bytes), gr.EstOutput, gr.Reason)
+			}
+			for _, p := range c.Partitions {
+				if p.Skipped != "" {
+					fmt.Fprintf(w, "  skip %s: %d files, %s: %s\n", p.Partition, p.Files, maintenance.HumanBytes(p.Bytes), p.Skipped)
+				}
+			}
+			for _, d := range c.DeadDeletes {
+				fmt.Fprintf(w, "  drop dead delete file %s\n", d)
+			}
+		}
+		if len(c.Commits) > 0 {
+			fmt.Fprintf(w, "  rows read %d, rows written %d, delete files dropped %d, commits %v\n",
+				c.RowsRead, c.RowsWritten, c.DeleteFilesDropped, c.Commits)
+		}
+		for _, f := range c.GroupsFailed {
+			fmt.Fprintf(w, "  failed group %s\n", f)
+		}
+	}
+	return nil
+}
+
+func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show table health: files, small files, deletes, snapshots",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			e, err := g.setup(ctx)
+			if err != nil {
+				return err
+			}
+			idents, err := e.tables(ctx)
+			if err != nil {
+				return err
+			}
+			failed := false
+			for _, ident := range idents {
+				h := e.runner.Health(ctx, ident)
+				failed = failed || h.Error != ""
+				if err := g.printHealth(h); err != nil {
+					return err
+				}
+			}
+			if failed {
+				return errTasksFailed
+			}
+			return nil
+		},
+	}
+}
+
+func (g *globals) printHealth(h maintenance.Health) error {
+	if g.output == "json" {
+		return json.NewEncoder(g.stdout).Encode(h)
+	}
+	writeHealth(g.stdout, h)
+	return nil
+}
+
+func writeHealth(w io.Writer, h maintenance.Health) {
+	fmt.Fprintf(w, "%s\n", h.Table)
+	if h.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", h.Error)
+		return
+	}
+	fmt.Fprintf(w, "  data files          %d (%s, average %s)\n", h.DataFiles, maintenance.HumanBytes(h.DataBytes), maintenance.HumanBytes(h.AvgFileSize))
+	fmt.Fprintf(w, "  small files         %d (below %s)\n", h.SmallFiles, maintenance.HumanBytes(h.SmallFileThreshold))
+	fmt.Fprintf(w, "  delete files        %d position, %d equality\n", h.PositionDeleteFiles, h.EqualityDeleteFiles)
+	fmt.Fprintf(w, "  snapshots           %d", h.Snapshots)
+	if h.OldestSnapshot != nil {
+		fmt.Fprintf(w, " (oldest %s)", h.OldestSnapshot.Format("2006-01-02 15:04:05Z"))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  commits since last compaction %d", h.CommitsSinceCompaction)
+	if h.LastCompaction != nil {
+		fmt.Fprintf(w, " (last %s)", h.LastCompaction.Format("2006-01-02 15:04:05Z"))
+	}
+	fmt.Fprintln(w)
+}
+
+func newConfigCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Work with the config file"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "validate",
+		Short: "Load and validate the config; print every problem",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if g.configPath == "" {
+				return usageError{errors.New("config validate needs --config FILE")}
+			}
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "%s: valid (%s catalog %q, %d table rule(s))\n", g.configPath, cfg.Catalog.Type, cfg.Catalog.Name, len(cfg.Tables))
+			return nil
+		},
+	})
+	return cmd
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print version, commit, Go and iceberg-go versions",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ice := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				for _, d := range bi.Deps {
+					if d.Path == "github.com/apache/iceberg-go" {
+						ice = d.Version
+					}
+				}
+			}
+			if g.output == "json" {
+				return json.NewEncoder(g.stdout).Encode(map[string]string{
+					"version": version, "commit": commit, "go": runtime.Version(), "iceberg_go": ice,
+				})
+			}
+			fmt.Fprintf(g.stdout, "maintainer %s (commit %s, %s, iceberg-go %s)\n", version, commit, runtime.Version(), ice)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,76 @@
+// Command maintainer keeps Apache Iceberg tables healthy: it compacts small
+// files, and (in later versions) expires snapshots and removes orphan files.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	// Catalogs and file systems iceberg-go can reach, registered by import.
+	_ "github.com/apache/iceberg-go/catalog/glue"
+	_ "github.com/apache/iceberg-go/catalog/hadoop"
+	_ "github.com/apache/iceberg-go/catalog/hive"
+	_ "github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/azure"
+	_ "github.com/apache/iceberg-go/io/gocloud/gcs"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3"
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx" driver for SQL catalogs on PostgreSQL
+	_ "github.com/uptrace/bun/driver/sqliteshim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// Exit codes of the contract (DESIGN.md section 7).
+const (
+	exitOK          = 0
+	exitTaskFailed  = 1
+	exitUsage       = 2
+	exitUnavailable = 3
+)
+
+// usageError is bad usage or configuration: nothing ran.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// unavailableError is a dependency that could not be reached before any work.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string { return e.err.Error() }
+func (e unavailableError) Unwrap() error { return e.err }
+
+// errTasksFailed is returned after output was printed when some task failed.
+var errTasksFailed = errors.New("some maintenance tasks failed")
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue usageError
+	var de unavailableError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "error:", err)
+		return exitUsage
+	case errors.As(err, &de):
+		fmt.Fprintln(stderr, "error:", err)
+		return exitUnavailable
+	case errors.Is(err, errTasksFailed):
+		return exitTaskFailed
+	default:
+		fmt.Fprintln(stderr, "error:", err)
+		return exitTaskFailed
+	}
+}

@@ -1,0 +1,255 @@
+// Package config loads the maintainer's YAML configuration: it reads the
+// file, expands ${VAR} and ${VAR:-default} in every scalar, reads the
+// *_file secrets, applies defaults, validates everything in one pass (each
+// problem with file, line, column, field path and value), and resolves the
+// effective per-table settings (see Config.ForTable for the precedence).
+//
+// The file looks like this (unknown keys are errors):
+//
+//	catalog:
+//	  name: default            # default "default"
+//	  type: sql                # sql|rest|glue|hive|hadoop (required)
+//	  uri: file:/data/catalog.db  # required for sql, rest and hive
+//	  warehouse: file:///data/warehouse  # required for hadoop
+//	  properties:              # passed to iceberg-go as they are
+//	    sql.driver: sqliteshim
+//	    sql.dialect: sqlite
+//	  credential_file: /run/secrets/credential  # -> property "credential"
+//	  token_file: /run/secrets/token            # -> property "token"
+//	lock:
+//	  backend: redis           # local|redis (default local)
+//	  redis:
+//	    addrs: [redis:6379]    # required for redis
+//	    password_file: /run/secrets/redis
+//	    db: 0
+//	    key_prefix: iceberg-maintainer
+//	  ttl: 60s                 # default 60s, at least 3s
+//	defaults:                  # task settings for every table
+//	  compact:
+//	    target_file_size: 512MiB
+//	tables:                    # overrides, applied in order on matching tables
+//	  - match: "db.events_*"
+//	    compact:
+//	      min_input_files: 10
+//
+// Sizes are bytes or numbers with a unit (ParseSize); durations are Go
+// durations that may use d and w (ParseDuration). Relative *_file paths are
+// relative to the config file's directory.
+package config
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Catalog types accepted in catalog.type; iceberg-go registers these names.
+const (
+	CatalogSQL    = "sql"
+	CatalogREST   = "rest"
+	CatalogGlue   = "glue"
+	CatalogHive   = "hive"
+	CatalogHadoop = "hadoop"
+)
+
+// Lock backends accepted in lock.backend.
+const (
+	LockLocal = "local"
+	LockRedis = "redis"
+)
+
+// Defaults applied when the file is silent.
+const (
+	DefaultCatalogName    = "default"
+	DefaultLockTTL        = 60 * time.Second
+	MinLockTTL            = 3 * time.Second
+	DefaultRedisKeyPrefix = "iceberg-maintainer"
+)
+
+// Config is a loaded, validated configuration. Its methods only read it, so
+// one Config may be shared by concurrent goroutines.
+type Config struct {
+	Catalog  CatalogConfig   `yaml:"catalog"`
+	Lock     LockConfig      `yaml:"lock"`
+	Defaults TaskSet         `yaml:"defaults"`
+	Tables   []TableOverride `yaml:"tables"`
+	// Path is the file the config was loaded from (the name given to Parse).
+	Path string `yaml:"-"`
+
+	pos map[string]position // field path -> position of the key that set it
+}
+
+// CatalogConfig says which Iceberg catalog holds the tables.
+type CatalogConfig struct {
+	Name      string `yaml:"name"`
+	Type      string `yaml:"type"`
+	URI       string `yaml:"uri"`
+	Warehouse string `yaml:"warehouse"`
+	// Props is the properties block, passed to iceberg-go as it is.
+	Props          map[string]string `yaml:"properties"`
+	CredentialFile string            `yaml:"credential_file"`
+	TokenFile      string            `yaml:"token_file"`
+	// Credential and Token hold the trimmed contents of CredentialFile and
+	// TokenFile.
+	Credential Secret `yaml:"-"`
+	Token      Secret `yaml:"-"`
+}
+
+// Properties returns the properties for iceberg-go's catalog.Load: the
+// properties block as it is, plus "type", "uri", "warehouse", "credential"
+// and "token" from their own keys when those are non-empty. (A key given
+// both ways is a validation error, so nothing is silently overridden.)
+func (c CatalogConfig) Properties() map[string]string {
+	p := make(map[string]string, len(c.Props)+5)
+	maps.Copy(p, c.Props)
+	for k, v := range map[string]string{
+		"type":       c.Type,
+		"uri":        c.URI,
+		"warehouse":  c.Warehouse,
+		"credential": string(c.Credential),
+		"token":      string(c.Token),
+	} {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	return p
+}
+
+// LockConfig says how tables are leased.
+type LockConfig struct {
+	Backend string        `yaml:"backend"` // LockLocal or LockRedis
+	Redis   RedisConfig   `yaml:"redis"`
+	TTL     time.Duration `yaml:"ttl"`
+}
+
+// RedisConfig is used when LockConfig.Backend is LockRedis.
+type RedisConfig struct {
+	Addrs        []string `yaml:"addrs"` // host:port; several for a redsync quorum
+	PasswordFile string   `yaml:"password_file"`
+	Password     Secret   `yaml:"-"` // trimmed contents of PasswordFile
+	DB           int      `yaml:"db"`
+	KeyPrefix    string   `yaml:"key_prefix"`
+}
+
+// Secret is a string that prints as "<redacted>" so it does not leak into
+// logs; convert it with string(s) to use it.
+type Secret string
+
+// String hides the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "<redacted>"
+}
+
+// MarshalText hides the value.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Load reads the file at path and returns its validated config. Every
+// problem, including an unreadable file, is returned as one
+// *ValidationError. Environment variables come from the process.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		ps := &problems{file: path}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		ps.add(position{}, "", "cannot read config file: %v", err)
+		return nil, ps.err()
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse parses, expands, defaults and validates a config file's contents.
+// name is the file's name, used in problems and to resolve relative *_file
+// paths. env looks up environment variables (nil means os.LookupEnv). The
+// error, if any, is a *ValidationError listing every problem.
+func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	ps := &problems{file: name}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		var se *yaml.SyntaxError
+		if errors.As(err, &se) && se.Token != nil && se.Token.Position != nil {
+			ps.add(position{line: se.Token.Position.Line, col: se.Token.Position.Column}, "", "%s", se.Message)
+		} else {
+			ps.add(position{}, "", "%v", err)
+		}
+		return nil, ps.err()
+	}
+	var root ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if root != nil {
+			ps.add(tokenPos(doc.Body), "", "only one YAML document is allowed")
+			break
+		}
+		root = doc.Body
+	}
+	d := newDecoder(ps, env, root)
+	d.pos[""] = position{line: 1, col: 1}
+	if root != nil {
+		d.pos[""] = tokenPos(root)
+	}
+	c := &Config{Path: name}
+	d.decode("", d.pos[""], root, reflect.ValueOf(c).Elem())
+	c.pos = d.pos
+	v := &validator{d: d, ps: ps, dir: filepath.Dir(name)}
+	v.validate(c)
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+//go:embed default.yaml
+var defaultFS embed.FS
+
+// DefaultYAML is the configuration `maintainer demo` uses, with ${DEMO_DIR}
+// standing for the demo's directory.
+func DefaultYAML() []byte {
+	b, err := defaultFS.ReadFile("default.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Default returns the configuration `maintainer demo` uses: a SQL catalog
+// over SQLite (driver sqliteshim, which the caller must import) at
+// dir/catalog.db, a warehouse in dir/warehouse, a local lock, and every
+// table maintained with the default settings.
+func Default(dir string) *Config {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	env := func(k string) (string, bool) {
+		if k == "DEMO_DIR" {
+			return filepath.ToSlash(abs), true
+		}
+		return "", false
+	}
+	c, err := Parse("default.yaml", DefaultYAML(), env)
+	if err != nil {
+		panic(fmt.Sprintf("config: embedded default config: %v", err))
+	}
+	return c
+}

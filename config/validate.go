@@ -1,0 +1,213 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+var catalogTypes = []string{CatalogSQL, CatalogREST, CatalogGlue, CatalogHive, CatalogHadoop}
+
+// validator applies defaults and checks a decoded Config, reporting into
+// the same problems as the decoder.
+type validator struct {
+	d   *decoder
+	ps  *problems
+	dir string // relative *_file paths are resolved against it
+}
+
+func (v *validator) problem(path, format string, args ...any) {
+	v.d.problem(v.d.at(path), path, format, args...)
+}
+
+// checkable reports whether path was decoded without problems, so that a
+// bad value is not reported twice.
+func (v *validator) checkable(path string) bool { return !v.d.isBad(path) }
+
+func (v *validator) validate(c *Config) {
+	v.catalog(&c.Catalog)
+	v.lock(&c.Lock)
+	v.tables(c)
+	v.tasks(c)
+}
+
+func (v *validator) catalog(cat *CatalogConfig) {
+	set := v.d.isSet
+	if !v.checkable("catalog") {
+		return
+	}
+	if !set("catalog.name") {
+		cat.Name = DefaultCatalogName
+	} else if strings.TrimSpace(cat.Name) == "" && v.checkable("catalog.name") {
+		v.problem("catalog.name", "must not be empty")
+	}
+	typeOK := false
+	switch {
+	case !v.checkable("catalog.type"):
+	case !set("catalog.type"):
+		v.problem("catalog.type", "required (one of %s)", strings.Join(catalogTypes, ", "))
+	case !slices.Contains(catalogTypes, cat.Type):
+		v.problem("catalog.type", "unknown catalog type %q (want one of %s)", cat.Type, strings.Join(catalogTypes, ", "))
+	default:
+		typeOK = true
+	}
+	if set("catalog.credential_file") && v.checkable("catalog.credential_file") {
+		cat.Credential = v.readSecret("catalog.credential_file", cat.CredentialFile)
+	}
+	if set("catalog.token_file") && v.checkable("catalog.token_file") {
+		cat.Token = v.readSecret("catalog.token_file", cat.TokenFile)
+	}
+	for _, k := range []struct{ prop, key string }{
+		{"type", "type"}, {"uri", "uri"}, {"warehouse", "warehouse"},
+		{"credential", "credential_file"}, {"token", "token_file"},
+	} {
+		if _, ok := cat.Props[k.prop]; ok && set("catalog."+k.key) {
+			v.problem(fmt.Sprintf("catalog.properties[%q]", k.prop), "conflicts with catalog.%s; set it in one place", k.key)
+		}
+	}
+	if !typeOK || !v.checkable("catalog.properties") {
+		return
+	}
+	props := cat.Properties()
+	need := func(key, prop string) {
+		if props[prop] == "" && v.checkable("catalog."+key) {
+			v.problem("catalog."+key, "required for a %s catalog", cat.Type)
+		}
+	}
+	switch cat.Type {
+	case CatalogSQL:
+		need("uri", "uri")
+		for _, k := range []struct{ prop, example string }{{"sql.driver", "sqliteshim"}, {"sql.dialect", "sqlite"}} {
+			if props[k.prop] == "" {
+				v.problem("catalog.properties", "a sql catalog needs %q (for SQLite: %s)", k.prop, k.example)
+			}
+		}
+	case CatalogREST, CatalogHive:
+		need("uri", "uri")
+	case CatalogHadoop:
+		need("warehouse", "warehouse")
+	}
+}
+
+// readSecret reads a *_file secret, relative to the config's directory.
+func (v *validator) readSecret(path, file string) Secret {
+	if strings.TrimSpace(file) == "" {
+		v.problem(path, "must not be empty")
+		return ""
+	}
+	p := file
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(v.dir, p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		v.problem(path, "cannot read %q: %v", p, err)
+		return ""
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		v.problem(path, "file %q is empty", p)
+	}
+	return Secret(s)
+}
+
+func (v *validator) lock(l *LockConfig) {
+	set := v.d.isSet
+	if !v.checkable("lock") {
+		return
+	}
+	switch {
+	case !set("lock.backend"):
+		l.Backend = LockLocal
+	case !v.checkable("lock.backend"):
+	case l.Backend != LockLocal && l.Backend != LockRedis:
+		v.problem("lock.backend", "must be %s or %s (got %q)", LockLocal, LockRedis, l.Backend)
+	}
+	switch {
+	case !set("lock.ttl"):
+		l.TTL = DefaultLockTTL
+	case !v.checkable("lock.ttl"):
+	case l.TTL < MinLockTTL:
+		v.problem("lock.ttl", "must be at least %s (got %s)", MinLockTTL, l.TTL)
+	}
+	r := &l.Redis
+	switch {
+	case !set("lock.redis.key_prefix"):
+		r.KeyPrefix = DefaultRedisKeyPrefix
+	case !v.checkable("lock.redis.key_prefix"):
+	case strings.TrimSpace(r.KeyPrefix) == "":
+		v.problem("lock.redis.key_prefix", "must not be empty")
+	}
+	if r.DB < 0 && v.checkable("lock.redis.db") {
+		v.problem("lock.redis.db", "must not be negative (got %d)", r.DB)
+	}
+	for i, a := range r.Addrs {
+		p := fmt.Sprintf("lock.redis.addrs[%d]", i)
+		if !v.checkable(p) {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
+			v.problem(p, "must be host:port (got %q)", a)
+		}
+	}
+	if l.Backend != LockRedis {
+		return // the redis block is checked but not used, and its password not read
+	}
+	if len(r.Addrs) == 0 && v.checkable("lock.redis.addrs") {
+		v.problem("lock.redis.addrs", "required when lock.backend is redis")
+	}
+	if set("lock.redis.password_file") && v.checkable("lock.redis.password_file") {
+		r.Password = v.readSecret("lock.redis.password_file", r.PasswordFile)
+	}
+}
+
+func (v *validator) tables(c *Config) {
+	for i, t := range c.Tables {
+		p := fmt.Sprintf("tables[%d]", i)
+		switch {
+		case !v.checkable(p) || !v.checkable(p+".match"):
+		case !v.d.isSet(p + ".match"):
+			v.problem(p+".match", "required (a glob over ns.table, e.g. db.events_*)")
+		default:
+			if err := ValidGlob(t.Match); err != nil {
+				v.problem(p+".match", "%v", err)
+			}
+		}
+	}
+}
+
+// tasks validates each task block the way it will be used: defaults alone,
+// then defaults with each override in isolation. A problem is reported at
+// the key that set the value, and once.
+func (v *validator) tasks(c *Config) {
+	defaults := layer{path: "defaults", set: c.Defaults}
+	for _, t := range tasks {
+		alone := map[string]bool{}
+		for _, fp := range t.validate(t.resolve([]layer{defaults})) {
+			alone[fp.field+"\x00"+fp.msg+"\x00"+fmt.Sprint(fp.value)] = true
+			v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, []layer{defaults}, "defaults", fp, ""))
+		}
+		for i, o := range c.Tables {
+			if t.block(o.TaskSet).IsNil() {
+				continue // defaults alone, already checked
+			}
+			override := layer{path: fmt.Sprintf("tables[%d]", i), set: o.TaskSet}
+			layers := []layer{defaults, override}
+			for _, fp := range t.validate(t.resolve(layers)) {
+				if !t.sets(o.TaskSet, fp.field) && alone[fp.field+"\x00"+fp.msg+"\x00"+fmt.Sprint(fp.value)] {
+					continue // the same problem in defaults, reported there
+				}
+				v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, layers, override.path, fp, ""))
+			}
+		}
+	}
+}

@@ -1,0 +1,421 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+)
+
+type fixture struct {
+	cat  TableLoader
+	tbl  *table.Table
+	opt  gen.Options
+	dir  string
+	rows int64
+	sum  uint64
+}
+
+// newTable writes a generated table of appends small files over parts day
+// partitions into a fresh SQLite catalog.
+func newTable(t *testing.T, appends, rows, parts int) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	cat, err := gen.OpenSQLiteCatalog(ctx, "test", filepath.Join(dir, "cat.db"), filepath.Join(dir, "wh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	opt := gen.Options{Appends: appends, RowsPerAppend: rows, Partitions: parts, Seed: 7}
+	tbl, err := gen.Create(ctx, cat, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+	f.rows, f.sum = checksum(t, tbl)
+	return f
+}
+
+func checksum(t *testing.T, tbl *table.Table) (int64, uint64) {
+	t.Helper()
+	rows, sum, err := gen.Checksum(context.Background(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, sum
+}
+
+func (f *fixture) reload(t *testing.T) *table.Table {
+	t.Helper()
+	tbl, err := f.cat.LoadTable(context.Background(), f.tbl.Identifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func liveDataFiles(t *testing.T, tbl *table.Table) []iceberg.DataFile {
+	t.Helper()
+	ctx := context.Background()
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]iceberg.DataFile, len(tasks))
+	for i, tk := range tasks {
+		out[i] = tk.File
+	}
+	return out
+}
+
+// parquetFiles lists the .parquet files on disk under the warehouse.
+func parquetFiles(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {
+			out[p] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.TargetFileSize = 64 << 20
+	return c
+}
+
+func TestCompactionRewritesSmallFilesAndKeepsEveryRow(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 24, 200, 3)
+	oldSnap := f.tbl.CurrentSnapshot().SnapshotID
+
+	plan, err := PlanTable(ctx, f.tbl, testConfig(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Groups) != 3 || plan.InputFiles() != 24 {
+		t.Fatalf("plan: %d groups over %d files, want 3 over 24", len(plan.Groups), plan.InputFiles())
+	}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, testConfig(), Options{RunID: "run-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GroupsCommitted != 3 || res.FilesRewritten != 24 || res.FilesWritten != 3 || len(res.Commits) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.RowsRead != f.rows || res.RowsWritten != f.rows {
+		t.Fatalf("rows read %d written %d, table has %d", res.RowsRead, res.RowsWritten, f.rows)
+	}
+	tbl := f.reload(t)
+	if n := len(liveDataFiles(t, tbl)); n != 3 {
+		t.Fatalf("%d live data files after compaction, want 3", n)
+	}
+	if rows, sum := checksum(t, tbl); rows != f.rows || sum != f.sum {
+		t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
+	}
+	snap := tbl.CurrentSnapshot()
+	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[SummaryOperation] != "compact" ||
+		snap.Summary.Properties[SummaryRunID] != "run-1" {
+		t.Fatalf("snapshot summary %+v", snap.Summary)
+	}
+	// The snapshot before compaction still reads the same rows.
+	old, err := tbl.Scan(table.WithSnapshotID(oldSnap)).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Release()
+	if old.NumRows() != f.rows {
+		t.Fatalf("old snapshot reads %d rows, want %d", old.NumRows(), f.rows)
+	}
+	// A second plan finds nothing to do.
+	again, err := PlanTable(ctx, tbl, testConfig(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Empty() {
+		t.Fatalf("second plan not empty: %+v", again.Groups)
+	}
+	for _, p := range again.Partitions {
+		if p.Skipped == "" {
+			t.Fatalf("partition %s has no skip reason", p.Partition)
+		}
+	}
+}
+
+func TestPlanner(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 12, 50, 3) // 4 files per day partition
+	last := time.UnixMilli(f.tbl.CurrentSnapshot().TimestampMs)
+	cases := []struct {
+		name       string
+		mod        func(*Config)
+		now        time.Time
+		wantGroups int
+		wantFiles  int
+		wantSkip   string // substring of some partition's skip reason
+	}{
+		{name: "default min_input_files 5 skips partitions of 4", mod: func(c *Config) {}, wantGroups: 0, wantSkip: ReasonTooFewFiles},
+		{name: "min_input_files 4", mod: func(c *Config) { c.MinInputFiles = 4 }, wantGroups: 3, wantFiles: 12},
+		{name: "files above the min size are optimal", mod: func(c *Config) {
+			c.MinInputFiles = 2
+			c.TargetFileSize = 1 << 20
+			c.MinFileSize = 1
+		}, wantGroups: 0, wantSkip: ReasonOptimal},
+		{name: "where on the partition column picks one day", mod: func(c *Config) {
+			c.MinInputFiles = 2
+			c.Where = "event_time >= '2024-01-02' AND event_time < '2024-01-03'"
+		}, wantGroups: 1, wantFiles: 4},
+		{name: "recently written partitions are skipped", mod: func(c *Config) {
+			c.MinInputFiles = 2
+			c.SkipPartitionsWrittenWithin = time.Hour
+		}, now: last.Add(30 * time.Minute), wantGroups: 0, wantSkip: ReasonRecentlyWrite},
+		{name: "partitions written long ago are not", mod: func(c *Config) {
+			c.MinInputFiles = 2
+			c.SkipPartitionsWrittenWithin = time.Hour
+		}, now: last.Add(2 * time.Hour), wantGroups: 3, wantFiles: 12},
+		{name: "byte budget leaves groups for later", mod: func(c *Config) {
+			c.MinInputFiles = 2
+			c.MaxBytesPerRun = 1 // smaller than any group
+		}, wantGroups: 0, wantSkip: ReasonBudget},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			tc.mod(&cfg)
+			now := tc.now
+			if now.IsZero() {
+				now = time.Now()
+			}
+			p, err := PlanTable(ctx, f.tbl, cfg, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Groups) != tc.wantGroups || p.InputFiles() != tc.wantFiles {
+				t.Fatalf("%d groups over %d files, want %d over %d", len(p.Groups), p.InputFiles(), tc.wantGroups, tc.wantFiles)
+			}
+			if tc.wantSkip != "" {
+				found := false
+				for _, d := range p.Partitions {
+					found = found || strings.Contains(d.Skipped, tc.wantSkip)
+				}
+				if !found {
+					t.Fatalf("no partition skipped with %q: %+v", tc.wantSkip, p.Partitions)
+				}
+			}
+		})
+	}
+}
+
+func TestTargetSizeComesFromConfigThenTableProperty(t *testing.T) {
+	props := iceberg.Properties{table.WriteTargetFileSizeBytesKey: "134217728"}
+	if got, _, _, src := Sizes(Config{}, props); got != 128<<20 || src != "table property" {
+		t.Fatalf("target %d from %s", got, src)
+	}
+	if got, lo, hi, src := Sizes(Config{TargetFileSize: 8 << 20}, props); got != 8<<20 || lo != 6<<20 || hi != 8<<20*9/5 || src != "config" {
+		t.Fatalf("target %d [%d,%d] from %s", got, lo, hi, src)
+	}
+	if got, _, _, src := Sizes(Config{}, nil); got != DefaultTargetFileSize || src != "default" {
+		t.Fatalf("target %d from %s", got, src)
+	}
+}
+
+// A where filter chooses files; it must never drop the rows of those files
+// that do not match it.
+func TestWhereFilterKeepsNonMatchingRows(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 10, 300, 0)
+	cfg := testConfig()
+	cfg.Where = "event_type = 'purchase'"
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.InputFiles() != 10 {
+		t.Fatalf("plan covers %d files, want 10", plan.InputFiles())
+	}
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+		t.Fatalf("rows %d after, %d before (checksums %x %x)", rows, f.rows, sum, f.sum)
+	}
+}
+
+// A writer appends while compaction runs: the commit conflicts, is retried on
+// the re-loaded table, and both the writer's and the old rows are there.
+func TestConcurrentAppendIsRetried(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 10, 100, 2)
+	cfg := testConfig()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appended := false
+	opts := Options{beforeCommit: func(attempt int) error {
+		if !appended {
+			appended = true
+			if _, err := gen.Append(ctx, f.reload(t), f.opt, 3, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	}}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CommitRetries < 1 || res.GroupsCommitted != 2 {
+		t.Fatalf("retries %d, groups %d", res.CommitRetries, res.GroupsCommitted)
+	}
+	tbl := f.reload(t)
+	if rows, _ := checksum(t, tbl); rows != f.rows+300 {
+		t.Fatalf("%d rows, want %d", rows, f.rows+300)
+	}
+	// 2 compacted files plus the writer's 3 new ones.
+	if n := len(liveDataFiles(t, tbl)); n != 5 {
+		t.Fatalf("%d live data files, want 5", n)
+	}
+}
+
+// A concurrent delete removes files the compaction is rewriting: the group
+// fails cleanly, the files it wrote are gone, and the delete stands.
+func TestConflictingDeleteFailsTheGroupCleanly(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 10, 100, 2)
+	cfg := testConfig()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := parquetFiles(t, f.dir)
+	deleted := false
+	var remaining int64
+	opts := Options{beforeCommit: func(int) error {
+		if !deleted {
+			deleted = true
+			tbl, err := f.reload(t).Delete(ctx, iceberg.EqualTo(iceberg.Reference("event_type"), "click"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			remaining, _ = checksum(t, tbl)
+		}
+		return nil
+	}}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("want ErrConflict, got %v (result %+v)", err, res)
+	}
+	if res.GroupsCommitted != 0 || len(res.GroupsFailed) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	tbl := f.reload(t)
+	if rows, _ := checksum(t, tbl); rows != remaining || remaining >= f.rows {
+		t.Fatalf("%d rows after, %d after the delete, %d before", rows, remaining, f.rows)
+	}
+	// Only the delete's own files are new on disk: compaction left none.
+	live := map[string]bool{}
+	for _, df := range liveDataFiles(t, tbl) {
+		live[strings.TrimPrefix(df.FilePath(), "file://")] = true
+	}
+	for p := range parquetFiles(t, f.dir) {
+		if !before[p] && !live[p] {
+			t.Fatalf("stray file left behind: %s", p)
+		}
+	}
+}
+
+// A cancelled run (lost lease, SIGTERM) commits nothing and removes what it
+// wrote.
+func TestCancelledRunCommitsNothing(t *testing.T) {
+	f := newTable(t, 10, 100, 1)
+	cfg := testConfig()
+	plan, err := PlanTable(context.Background(), f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	before := parquetFiles(t, f.dir)
+	lost := errors.New("lease lost")
+	opts := Options{beforeCommit: func(int) error { cancel(lost); return nil }}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if err == nil || !errors.Is(err, lost) {
+		t.Fatalf("want the lease error, got %v", err)
+	}
+	if len(res.Commits) != 0 {
+		t.Fatalf("committed %v", res.Commits)
+	}
+	tbl := f.reload(t)
+	if tbl.CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+		t.Fatal("a snapshot was committed")
+	}
+	if after := parquetFiles(t, f.dir); len(after) != len(before) {
+		t.Fatalf("%d parquet files on disk, %d before", len(after), len(before))
+	}
+}
+
+// If the rows written do not match the rows read (a writer that loses a
+// batch), nothing of that group is committed and its files are removed.
+func TestRowCountMismatchCommitsNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 10, 100, 1)
+	cfg := testConfig()
+	cfg.PartialProgress = true
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := parquetFiles(t, f.dir)
+	opts := Options{ArrowBatchRows: 64, dropBatch: func(n int) bool { return n == 3 }}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if !errors.Is(err, ErrRowCountMismatch) {
+		t.Fatalf("want ErrRowCountMismatch, got %v", err)
+	}
+	if res.GroupsCommitted != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+		t.Fatal("a snapshot was committed")
+	}
+	if after := parquetFiles(t, f.dir); len(after) != len(before) {
+		t.Fatalf("%d parquet files on disk, %d before", len(after), len(before))
+	}
+}
+
+// Partial progress commits groups in batches bounded by max_commits.
+func TestPartialProgressCommitsInBatches(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 20, 50, 4)
+	cfg := testConfig()
+	cfg.PartialProgress = true
+	cfg.MaxCommits = 2
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Commits) != 2 || res.GroupsCommitted != 4 {
+		t.Fatalf("commits %v groups %d", res.Commits, res.GroupsCommitted)
+	}
+	if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+		t.Fatalf("rows %d, want %d", rows, f.rows)
+	}
+}

@@ -1,0 +1,146 @@
+// Package compact plans and executes bin-pack compaction of an Iceberg
+// table's data files, in the manner of Spark's rewrite_data_files: small and
+// delete-laden files of one partition are read with their deletes applied and
+// rewritten into files of a target size, one snapshot per commit, with the
+// row counts checked before anything is committed.
+package compact
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultTargetFileSize is used when neither the config nor the table's
+// write.target-file-size-bytes property names a target (Iceberg's default).
+const DefaultTargetFileSize int64 = 512 << 20
+
+// Config is the compaction policy for one table. Zero sizes mean "derive":
+// the target comes from the table property, then DefaultTargetFileSize; the
+// min and max sizes are 75% and 180% of the target, as in Spark.
+type Config struct {
+	Enabled bool
+	// TargetFileSize is the size of the files written; 0 = table property,
+	// else DefaultTargetFileSize.
+	TargetFileSize int64
+	// MinFileSize: files smaller than this are candidates; 0 = 75% of target.
+	MinFileSize int64
+	// MaxFileSize: files larger than this are candidates (split); 0 = 180%
+	// of target. Oversized files are left alone unless delete-laden.
+	MaxFileSize int64
+	// MinInputFiles is the fewest files a group needs to be rewritten, unless
+	// its content exceeds the target or a file in it is delete-laden.
+	MinInputFiles int
+	// DeleteFileThreshold: a data file with at least this many delete files
+	// is rewritten whatever its size.
+	DeleteFileThreshold int
+	// DeleteRatioThreshold: a data file whose file-scoped deletes shadow at
+	// least this fraction of its rows is rewritten; 0 disables.
+	DeleteRatioThreshold float64
+	// Where restricts compaction to files that may hold matching rows, in
+	// the filter syntax of package compact's ParseWhere; empty = all files.
+	Where string
+	// SkipPartitionsWrittenWithin leaves alone partitions that received a
+	// data or delete file more recently than this, so compaction does not
+	// fight an active writer; 0 = off.
+	SkipPartitionsWrittenWithin time.Duration
+	// MaxBytesPerRun caps the input bytes rewritten by one run; 0 = no cap.
+	MaxBytesPerRun int64
+	// MaxConcurrentGroups is how many groups are rewritten at once.
+	MaxConcurrentGroups int
+	// PartialProgress commits groups in up to MaxCommits batches instead of
+	// one atomic snapshot, so a failure loses only the batch it hit.
+	PartialProgress bool
+	MaxCommits      int
+	// CommitRetries bounds re-load and re-commit attempts after a conflict.
+	CommitRetries int
+	// RemoveDeadDeletes drops delete files that provably apply to no live
+	// data file any more (dangling position deletes, dead equality deletes)
+	// in the same commit.
+	RemoveDeadDeletes bool
+}
+
+// DefaultConfig returns the production defaults (Spark's where they exist).
+func DefaultConfig() Config {
+	return Config{
+		Enabled:              true,
+		MinInputFiles:        5,
+		DeleteFileThreshold:  5,
+		DeleteRatioThreshold: 0.3,
+		MaxConcurrentGroups:  2,
+		MaxCommits:           10,
+		CommitRetries:        4,
+		RemoveDeadDeletes:    true,
+	}
+}
+
+// FieldError names the config field that a validation problem is about, so
+// the config loader can point at the line that set it.
+type FieldError struct {
+	Field string // snake_case key below the task block, e.g. "min_input_files"
+	Value any
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s (got %v)", e.Field, e.Msg, e.Value)
+}
+
+// Validate reports every problem at once; it never changes c.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field string, v any, msg string) {
+		errs = append(errs, &FieldError{Field: field, Value: v, Msg: msg})
+	}
+	if c.TargetFileSize < 0 {
+		bad("target_file_size", c.TargetFileSize, "must not be negative")
+	} else if c.TargetFileSize > 0 && c.TargetFileSize < 1<<20 {
+		bad("target_file_size", c.TargetFileSize, "must be at least 1MiB")
+	}
+	if c.MinFileSize < 0 {
+		bad("min_file_size", c.MinFileSize, "must not be negative")
+	}
+	if c.MaxFileSize < 0 {
+		bad("max_file_size", c.MaxFileSize, "must not be negative")
+	}
+	if c.MinFileSize > 0 && c.MaxFileSize > 0 && c.MinFileSize >= c.MaxFileSize {
+		bad("min_file_size", c.MinFileSize, "must be less than max_file_size")
+	}
+	if c.TargetFileSize > 0 && c.MinFileSize > c.TargetFileSize {
+		bad("min_file_size", c.MinFileSize, "must not exceed target_file_size")
+	}
+	if c.TargetFileSize > 0 && c.MaxFileSize > 0 && c.MaxFileSize < c.TargetFileSize {
+		bad("max_file_size", c.MaxFileSize, "must not be below target_file_size")
+	}
+	if c.MinInputFiles < 1 {
+		bad("min_input_files", c.MinInputFiles, "must be at least 1")
+	}
+	if c.DeleteFileThreshold < 1 {
+		bad("delete_file_threshold", c.DeleteFileThreshold, "must be at least 1")
+	}
+	if c.DeleteRatioThreshold < 0 || c.DeleteRatioThreshold > 1 {
+		bad("delete_ratio_threshold", c.DeleteRatioThreshold, "must be between 0 and 1")
+	}
+	if c.Where != "" {
+		if _, err := ParseWhere(c.Where); err != nil {
+			bad("where", c.Where, strings.TrimPrefix(err.Error(), "where: "))
+		}
+	}
+	if c.SkipPartitionsWrittenWithin < 0 {
+		bad("skip_partitions_written_within", c.SkipPartitionsWrittenWithin, "must not be negative")
+	}
+	if c.MaxBytesPerRun < 0 {
+		bad("max_bytes_per_run", c.MaxBytesPerRun, "must not be negative")
+	}
+	if c.MaxConcurrentGroups < 1 || c.MaxConcurrentGroups > 64 {
+		bad("max_concurrent_groups", c.MaxConcurrentGroups, "must be between 1 and 64")
+	}
+	if c.MaxCommits < 1 {
+		bad("max_commits", c.MaxCommits, "must be at least 1")
+	}
+	if c.CommitRetries < 0 || c.CommitRetries > 100 {
+		bad("commit_retries", c.CommitRetries, "must be between 0 and 100")
+	}
+	return errors.Join(errs...)
+}

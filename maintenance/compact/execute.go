@@ -1,0 +1,642 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// Snapshot summary keys the maintainer writes on its own commits, so that
+// triggers can tell maintenance commits from writers' commits.
+const (
+	SummaryOperation = "maintainer.operation"
+	SummaryRunID     = "maintainer.run-id"
+	SummaryBatch     = "maintainer.batch"
+)
+
+// Sentinel errors; callers classify with errors.Is.
+var (
+	// ErrRowCountMismatch: a group wrote a different number of rows than
+	// it read. Nothing of that group is committed.
+	ErrRowCountMismatch = errors.New("row count mismatch")
+	// ErrConflict: a concurrent commit removed or added deletes against
+	// files of the group; the group is abandoned cleanly.
+	ErrConflict = errors.New("conflicting concurrent commit")
+	// ErrCommitUnknown: the catalog did not say whether a commit landed.
+	// The written files are kept: they may be live.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+)
+
+// TableLoader re-loads a table; the catalog satisfies it.
+type TableLoader interface {
+	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
+}
+
+// Options carry what Execute needs besides the plan.
+type Options struct {
+	Logger *slog.Logger
+	// RunID tags the snapshots of this run; a new UUID when empty.
+	RunID string
+	// ArrowBatchRows and WriteBufferBatches bound the memory of one group:
+	// roughly (2 + WriteBufferBatches) batches of ArrowBatchRows rows.
+	ArrowBatchRows     int
+	WriteBufferBatches int
+	// Test hooks: beforeCommit runs before each commit attempt; dropBatch
+	// loses the n-th batch between reader and writer, as a buggy writer
+	// would, to prove the row check catches it.
+	beforeCommit func(attempt int) error
+	dropBatch    func(n int) bool
+}
+
+// Result is what a compaction run did.
+type Result struct {
+	GroupsCommitted    int
+	GroupsFailed       []GroupFailure
+	FilesRewritten     int   // input data files replaced
+	BytesRewritten     int64 // their bytes
+	FilesWritten       int
+	BytesWritten       int64
+	RowsRead           int64
+	RowsWritten        int64
+	DeleteFilesDropped int
+	Commits            []int64 // snapshot ids committed, oldest first
+	CommitRetries      int
+}
+
+// GroupFailure records one group that was not committed, and why.
+type GroupFailure struct {
+	Partition string
+	Files     int
+	Err       error
+}
+
+type groupOutput struct {
+	g        *Group
+	files    []iceberg.DataFile
+	rowsRead int64
+	err      error
+}
+
+// Execute rewrites the plan's groups and commits them. Groups are rewritten
+// MaxConcurrentGroups at a time; each group's rows are counted as they are
+// read and compared with the rows in the files written before the group can
+// be committed. Without partial progress all groups land in one snapshot or
+// none does; with it, groups land in up to MaxCommits batches.
+//
+// The returned error is non-nil when any group failed or the run was
+// cancelled; Result says what did land.
+func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
+	res := &Result{}
+	if plan.Empty() {
+		return res, nil
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RunID == "" {
+		opts.RunID = uuid.NewString()
+	}
+	if opts.ArrowBatchRows <= 0 {
+		opts.ArrowBatchRows = 16384
+	}
+	if opts.WriteBufferBatches <= 0 {
+		opts.WriteBufferBatches = 4
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return res, fmt.Errorf("open table IO: %w", err)
+	}
+	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
+		log: opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
+
+	// Groups are written by a bounded pool; the committer takes them in
+	// completion order.
+	outputs := make(chan groupOutput)
+	sem := make(chan struct{}, cfg.MaxConcurrentGroups)
+	var wg sync.WaitGroup
+	go func() {
+		for i := range plan.Groups {
+			g := &plan.Groups[i]
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				outputs <- groupOutput{g: g, err: ctx.Err()}
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				outputs <- e.rewriteGroup(ctx, tbl, g)
+			}()
+		}
+		wg.Wait()
+		close(outputs)
+	}()
+
+	perCommit := len(plan.Groups)
+	if cfg.PartialProgress {
+		perCommit = (len(plan.Groups) + cfg.MaxCommits - 1) / cfg.MaxCommits
+	}
+	var batch []groupOutput
+	var failed bool
+	for out := range outputs {
+		if out.err != nil {
+			failed = true
+			e.fail(out, out.err)
+			continue
+		}
+		e.log.Info("group rewritten", "partition", out.g.Partition, "files_in", out.g.Files,
+			"files_out", len(out.files), "rows", out.rowsRead)
+		if !cfg.PartialProgress && failed {
+			// All or nothing: a failed group dooms the whole commit.
+			e.discard(out, errors.New("another group of this atomic rewrite failed"))
+			continue
+		}
+		batch = append(batch, out)
+		if cfg.PartialProgress && len(batch) >= perCommit {
+			e.commit(ctx, batch)
+			batch = nil
+		}
+	}
+	if len(batch) > 0 {
+		if !cfg.PartialProgress && failed {
+			for _, out := range batch {
+				e.discard(out, errors.New("another group of this atomic rewrite failed"))
+			}
+		} else {
+			e.commit(ctx, batch)
+		}
+	}
+	if len(res.GroupsFailed) > 0 {
+		errs := make([]error, 0, len(res.GroupsFailed))
+		for _, f := range res.GroupsFailed {
+			errs = append(errs, fmt.Errorf("group %s: %w", f.Partition, f.Err))
+		}
+		return res, fmt.Errorf("%d of %d groups not committed: %w", len(res.GroupsFailed), len(plan.Groups), errors.Join(errs...))
+	}
+	return res, nil
+}
+
+type executor struct {
+	cat     TableLoader
+	fs      iceio.IO
+	plan    *Plan
+	cfg     Config
+	opts    Options
+	res     *Result
+	log     *slog.Logger
+	current *table.Table
+	batches int
+}
+
+// rewriteGroup reads one group with its deletes applied and writes it out
+// again, counting rows on both sides.
+func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group) (out groupOutput) {
+	out.g = g
+	if err := ctx.Err(); err != nil {
+		out.err = err
+		return out
+	}
+	meta := tbl.Metadata()
+	lineage := meta.Version() >= 3 && allHaveLineage(g.tasks)
+	scanOpts := []table.ScanOption{table.WithMaxConcurrency(1), table.WithArrowBatchSize(e.opts.ArrowBatchRows)}
+	if lineage {
+		scanOpts = append(scanOpts, table.WithRowLineage())
+	}
+	schema, records, err := tbl.Scan(scanOpts...).ReadTasks(ctx, g.tasks)
+	if err != nil {
+		out.err = fmt.Errorf("read group: %w", err)
+		return out
+	}
+	writeOpts := []table.WriteRecordOption{
+		table.WithTargetFileSize(e.plan.TargetFileSize),
+		table.WithRecordBatchBufferSize(e.opts.WriteBufferBatches),
+	}
+	// A group of the current spec is one partition, so its stream is
+	// clustered. Files of an older spec may spread over several partitions
+	// of the current one: those go through the fanout writer.
+	if g.SpecID == meta.DefaultPartitionSpec() {
+		writeOpts = append(writeOpts, table.WithClusteredWrite())
+	}
+	if lineage {
+		projected := iceberg.SchemaWithRowLineage(tbl.Schema())
+		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{
+			IncludeFieldIDs: true, TableProperties: meta.Properties(),
+		}); err != nil {
+			out.err = fmt.Errorf("build row-lineage schema: %w", err)
+			return out
+		}
+		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
+	}
+	var readRows int64
+	counted := func(yield func(arrow.RecordBatch, error) bool) {
+		n := 0
+		for rec, err := range records {
+			if err == nil {
+				readRows += rec.NumRows()
+				if n++; e.opts.dropBatch != nil && e.opts.dropBatch(n) {
+					rec.Release()
+					continue
+				}
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+	for df, err := range table.WriteRecords(ctx, tbl, schema, counted, writeOpts...) {
+		if err != nil {
+			out.err = fmt.Errorf("write group: %w", err)
+			break
+		}
+		out.files = append(out.files, df)
+	}
+	out.rowsRead = readRows
+	if out.err == nil {
+		out.err = e.verify(g, out.files, readRows)
+	}
+	if out.err != nil {
+		e.removeFiles(out.files)
+		out.files = nil
+	}
+	return out
+}
+
+// verify checks the rows written against the rows read, reading the row
+// count of every written file back from its Parquet footer.
+func (e *executor) verify(g *Group, files []iceberg.DataFile, readRows int64) error {
+	var written int64
+	for _, df := range files {
+		n, err := parquetRows(e.fs, df.FilePath())
+		if err != nil {
+			return fmt.Errorf("verify written file %s: %w", df.FilePath(), err)
+		}
+		if n != df.Count() {
+			return fmt.Errorf("%w: file %s holds %d rows, its metadata says %d", ErrRowCountMismatch, df.FilePath(), n, df.Count())
+		}
+		written += n
+	}
+	if written != readRows {
+		return fmt.Errorf("%w: read %d live rows, wrote %d", ErrRowCountMismatch, readRows, written)
+	}
+	if g.DeleteFiles == 0 && readRows != g.Records {
+		return fmt.Errorf("%w: input files hold %d rows and have no deletes, but %d were read", ErrRowCountMismatch, g.Records, readRows)
+	}
+	if readRows > g.Records {
+		return fmt.Errorf("%w: read %d rows from files holding %d", ErrRowCountMismatch, readRows, g.Records)
+	}
+	return nil
+}
+
+func parquetRows(fs iceio.IO, path string) (int64, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	rdr, err := file.NewParquetReader(f)
+	if err != nil {
+		return 0, err
+	}
+	defer rdr.Close()
+	return rdr.NumRows(), nil
+}
+
+func allHaveLineage(tasks []table.FileScanTask) bool {
+	for _, t := range tasks {
+		if t.FirstRowID == nil {
+			return false
+		}
+	}
+	return len(tasks) > 0
+}
+
+func (e *executor) fail(out groupOutput, err error) {
+	e.res.GroupsFailed = append(e.res.GroupsFailed, GroupFailure{Partition: out.g.Partition, Files: out.g.Files, Err: err})
+	if !errors.Is(err, context.Canceled) {
+		e.log.Error("group not committed", "partition", out.g.Partition, "err", err)
+	}
+}
+
+// discard drops a group that will definitely not be committed, deleting
+// only the files this run wrote for it.
+func (e *executor) discard(out groupOutput, err error) {
+	e.removeFiles(out.files)
+	e.fail(out, err)
+}
+
+func (e *executor) removeFiles(files []iceberg.DataFile) {
+	for _, df := range files {
+		if err := e.fs.Remove(df.FilePath()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			e.log.Warn("could not remove a file this run wrote; the orphan pass will", "path", df.FilePath(), "err", err)
+		}
+	}
+}
+
+// commit lands one batch of rewritten groups, re-loading and re-checking
+// after a conflict, up to CommitRetries times.
+func (e *executor) commit(ctx context.Context, batch []groupOutput) {
+	e.batches++
+	batchID := strconv.Itoa(e.batches)
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			// A cancelled run (lost lease, shutdown) commits nothing more.
+			for _, out := range batch {
+				e.discard(out, context.Cause(ctx))
+			}
+			return
+		}
+		if e.opts.beforeCommit != nil {
+			if err := e.opts.beforeCommit(attempt); err != nil {
+				for _, out := range batch {
+					e.discard(out, err)
+				}
+				return
+			}
+		}
+		var conflicted []groupOutput
+		batch, conflicted = e.dropConflicts(ctx, batch)
+		for _, out := range conflicted {
+			e.discard(out, out.err)
+		}
+		if len(batch) == 0 {
+			return
+		}
+		snap, err := e.tryCommit(ctx, batch, batchID)
+		if err == nil {
+			e.recordCommit(batch, snap)
+			return
+		}
+		if isDefiniteFailure(err) && attempt < e.cfg.CommitRetries {
+			e.res.CommitRetries++
+			e.log.Warn("compaction commit conflicted; re-loading and retrying", "attempt", attempt+1, "err", err)
+			if !sleepCtx(ctx, backoff(attempt)) {
+				continue // the ctx check above discards the batch
+			}
+			fresh, lerr := e.cat.LoadTable(ctx, e.current.Identifier())
+			if lerr != nil {
+				e.unknown(batch, fmt.Errorf("re-load after conflict: %w", lerr))
+				return
+			}
+			e.current = fresh
+			continue
+		}
+		if isDefiniteFailure(err) {
+			for _, out := range batch {
+				e.discard(out, fmt.Errorf("%w: gave up after %d attempts: %v", ErrConflict, attempt+1, err))
+			}
+			return
+		}
+		// The catalog may or may not have taken the commit: find out by
+		// looking for our snapshot, and never delete files that may be live.
+		if snap := e.findOwnSnapshot(ctx, batchID); snap != nil {
+			e.recordCommit(batch, snap)
+			return
+		}
+		e.unknown(batch, err)
+		return
+	}
+}
+
+func (e *executor) unknown(batch []groupOutput, err error) {
+	for _, out := range batch {
+		e.fail(out, fmt.Errorf("%w: %v (written files kept; the orphan pass removes them if they are not live)", ErrCommitUnknown, err))
+	}
+}
+
+func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID string) (*table.Snapshot, error) {
+	paths := map[string]struct{}{}
+	for _, out := range batch {
+		for _, t := range out.g.tasks {
+			paths[t.File.FilePath()] = struct{}{}
+		}
+	}
+	var dead []iceberg.DataFile
+	if e.cfg.RemoveDeadDeletes {
+		var err error
+		if dead, err = deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths); err != nil {
+			return nil, fmt.Errorf("%w: %w", errStage, err)
+		}
+	}
+	txn := e.current.NewTransaction()
+	rw := txn.NewRewrite(iceberg.Properties{
+		SummaryOperation: "compact",
+		SummaryRunID:     e.opts.RunID,
+		SummaryBatch:     batchID,
+	})
+	// Keep the data sequence number of the planned snapshot, as Spark's
+	// use-starting-sequence-number does: equality deletes committed by a
+	// writer after the plan still apply to the rewritten rows.
+	if e.plan.FormatVersion >= 2 {
+		rw.DataSequenceNumber(e.plan.SequenceNumber)
+	}
+	staged := map[string]bool{}
+	for _, out := range batch {
+		rw.ApplyResult(table.CompactionGroupResult{
+			PartitionKey:        out.g.Partition,
+			OldDataFiles:        taskFiles(out.g.tasks),
+			NewDataFiles:        out.files,
+			SafeDeletionVectors: table.CollectSafeDeletionVectors(out.g.tasks),
+		})
+		for _, dv := range table.CollectSafeDeletionVectors(out.g.tasks) {
+			staged[dv.FilePath()] = true
+		}
+	}
+	for _, d := range dead {
+		if !staged[d.FilePath()] {
+			staged[d.FilePath()] = true
+			rw.DeleteFile(d)
+		}
+	}
+	if err := rw.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", errStage, err)
+	}
+	next, err := txn.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.current = next
+	e.res.DeleteFilesDropped += len(dead)
+	return next.CurrentSnapshot(), nil
+}
+
+var errStage = errors.New("stage rewrite")
+
+// isDefiniteFailure reports errors after which the commit certainly did not
+// land: conflicts the catalog reported, failed requirements, and staging
+// errors before anything was sent.
+func isDefiniteFailure(err error) bool {
+	if errors.Is(err, table.ErrCommitFailed) || errors.Is(err, errStage) {
+		return true
+	}
+	return strings.Contains(strings.ToLower(err.Error()), "requirement failed")
+}
+
+func (e *executor) recordCommit(batch []groupOutput, snap *table.Snapshot) {
+	for _, out := range batch {
+		e.res.GroupsCommitted++
+		e.res.FilesRewritten += out.g.Files
+		e.res.BytesRewritten += out.g.Bytes
+		e.res.FilesWritten += len(out.files)
+		e.res.RowsRead += out.rowsRead
+		for _, df := range out.files {
+			e.res.BytesWritten += df.FileSizeBytes()
+			e.res.RowsWritten += df.Count()
+		}
+	}
+	if snap != nil {
+		e.res.Commits = append(e.res.Commits, snap.SnapshotID)
+		e.log.Info("compaction committed", "snapshot_id", snap.SnapshotID, "groups", len(batch))
+	}
+}
+
+// findOwnSnapshot re-loads the table and looks for the snapshot this run
+// committed for a batch.
+func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.Snapshot {
+	fresh, err := e.cat.LoadTable(context.WithoutCancel(ctx), e.current.Identifier())
+	if err != nil {
+		return nil
+	}
+	for _, s := range fresh.Metadata().Snapshots() {
+		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID && s.Summary.Properties[SummaryBatch] == batchID {
+			e.current = fresh
+			return &s
+		}
+	}
+	return nil
+}
+
+// dropConflicts removes from the batch every group that a commit since the
+// planned snapshot conflicts with: one that removed an input file, or added
+// a position delete or deletion vector that may target one. Equality deletes
+// are no conflict: the rewrite keeps the planned data sequence number.
+func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, conflicted []groupOutput) {
+	head := e.current.CurrentSnapshot()
+	if head == nil || head.SnapshotID == e.plan.SnapshotID {
+		return batch, nil
+	}
+	byPath := map[string]int{}
+	byPartition := map[string][]int{}
+	for i, out := range batch {
+		for _, t := range out.g.tasks {
+			byPath[t.File.FilePath()] = i
+		}
+		byPartition[out.g.key] = append(byPartition[out.g.key], i)
+	}
+	reasons := map[int]error{}
+	conflict := func(i int, format string, args ...any) {
+		if reasons[i] == nil {
+			reasons[i] = fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
+		}
+	}
+	meta := e.current.Metadata()
+	s := head
+	for s != nil && s.SnapshotID != e.plan.SnapshotID {
+		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID {
+			s = parent(meta, s)
+			continue // our own earlier batch
+		}
+		manifests, err := s.Manifests(e.fs)
+		if err != nil {
+			for i := range batch {
+				conflict(i, "cannot check snapshot %d for conflicts: %v", s.SnapshotID, err)
+			}
+			break
+		}
+		for _, m := range manifests {
+			if m.SnapshotID() != s.SnapshotID {
+				continue
+			}
+			for ent, err := range m.Entries(e.fs, false) {
+				if err != nil {
+					for i := range batch {
+						conflict(i, "cannot read manifest %s: %v", m.FilePath(), err)
+					}
+					break
+				}
+				if ent.SnapshotID() != s.SnapshotID {
+					continue
+				}
+				df := ent.DataFile()
+				switch {
+				case ent.Status() == iceberg.EntryStatusDELETED && df.ContentType() == iceberg.EntryContentData:
+					if i, hit := byPath[df.FilePath()]; hit {
+						conflict(i, "snapshot %d removed input file %s", s.SnapshotID, df.FilePath())
+					}
+				case ent.Status() == iceberg.EntryStatusADDED && df.ContentType() == iceberg.EntryContentPosDeletes:
+					if ref := referencedPath(df); ref != "" {
+						if i, hit := byPath[ref]; hit {
+							conflict(i, "snapshot %d added deletes for input file %s", s.SnapshotID, ref)
+						}
+					} else {
+						for _, i := range byPartition[partitionKey(df.SpecID(), df.Partition())] {
+							conflict(i, "snapshot %d added position deletes in partition %s", s.SnapshotID, batch[i].g.Partition)
+						}
+					}
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return batch, nil // the caller's ctx check handles it
+		}
+		s = parent(meta, s)
+	}
+	if s == nil {
+		for i := range batch {
+			conflict(i, "the main branch no longer descends from planned snapshot %d", e.plan.SnapshotID)
+		}
+	}
+	for i, out := range batch {
+		if err := reasons[i]; err != nil {
+			out.err = err
+			conflicted = append(conflicted, out)
+		} else {
+			ok = append(ok, out)
+		}
+	}
+	return ok, conflicted
+}
+
+func parent(meta table.Metadata, s *table.Snapshot) *table.Snapshot {
+	if s.ParentSnapshotID == nil {
+		return nil
+	}
+	return meta.SnapshotByID(*s.ParentSnapshotID)
+}
+
+func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
+	out := make([]iceberg.DataFile, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.File
+	}
+	return out
+}
+
+func backoff(attempt int) time.Duration {
+	return min(100*time.Millisecond<<attempt, 5*time.Second)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

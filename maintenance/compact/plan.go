@@ -1,0 +1,527 @@
+package compact
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	icecompaction "github.com/apache/iceberg-go/table/compaction"
+)
+
+// Plan is what one compaction run will do to one table. It is a value: the
+// plan that `plan` and `--dry-run` show is the plan that Execute runs.
+type Plan struct {
+	// SnapshotID and SequenceNumber identify the snapshot of the main branch
+	// the plan was made from; commits validate against it.
+	SnapshotID     int64
+	SequenceNumber int64
+	FormatVersion  int
+
+	TargetFileSize int64
+	TargetSource   string // "config", "table property" or "default"
+	MinFileSize    int64
+	MaxFileSize    int64
+
+	// Groups are rewritten, in this order, each into files of the target size.
+	Groups []Group
+	// Partitions says, for every partition holding data files, what the
+	// planner decided and why.
+	Partitions []PartitionDecision
+	// DeadDeletes are delete files that apply to no live data file after
+	// the rewrite; they are dropped in the same commit.
+	DeadDeletes []iceberg.DataFile
+
+	DataFiles   int   // live data files seen by the planner
+	DataBytes   int64 // their bytes
+	DeleteFiles int   // live delete files attached to them
+}
+
+// Group is a set of data files of one partition that are rewritten together.
+type Group struct {
+	Partition   string `json:"partition"` // e.g. "event_time_day=2024-01-02"
+	SpecID      int    `json:"spec_id"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	Records     int64  `json:"records"` // rows in the input files before deletes
+	DeleteFiles int    `json:"delete_files"`
+	EstOutput   int    `json:"estimated_output_files"`
+	Reason      string `json:"reason"`
+
+	key   string
+	tasks []table.FileScanTask
+}
+
+// PartitionDecision is the planner's verdict on one partition.
+type PartitionDecision struct {
+	Partition string `json:"partition"`
+	SpecID    int    `json:"spec_id"`
+	Files     int    `json:"files"`
+	Bytes     int64  `json:"bytes"`
+	Groups    int    `json:"groups"`            // groups planned in this partition
+	Skipped   string `json:"skipped,omitempty"` // why nothing (or not everything) is rewritten here
+
+	key string
+}
+
+// Skip reasons, stable strings that tests and users can rely on.
+const (
+	ReasonOptimal        = "all files within the target size range"
+	ReasonTooFewFiles    = "fewer candidate files than min_input_files"
+	ReasonRecentlyWrite  = "written within skip_partitions_written_within"
+	ReasonBudget         = "over max_bytes_per_run"
+	ReasonNoSnapshot     = "table has no snapshot"
+	ReasonDisabled       = "compaction disabled"
+	ReasonNothingToWrite = "no partition needs compaction"
+)
+
+// Empty reports whether the plan rewrites nothing and drops nothing.
+func (p *Plan) Empty() bool { return len(p.Groups) == 0 && len(p.DeadDeletes) == 0 }
+
+// InputFiles and InputBytes sum the groups.
+func (p *Plan) InputFiles() (n int) {
+	for _, g := range p.Groups {
+		n += g.Files
+	}
+	return n
+}
+
+func (p *Plan) InputBytes() (n int64) {
+	for _, g := range p.Groups {
+		n += g.Bytes
+	}
+	return n
+}
+
+func (p *Plan) EstOutputFiles() (n int) {
+	for _, g := range p.Groups {
+		n += g.EstOutput
+	}
+	return n
+}
+
+// Sizes resolves the target, min and max file sizes for a table: the config
+// wins, then write.target-file-size-bytes, then DefaultTargetFileSize.
+func Sizes(cfg Config, props iceberg.Properties) (target, minSize, maxSize int64, source string) {
+	prop := int64(0)
+	if v, ok := props[table.WriteTargetFileSizeBytesKey]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+			prop = n
+		}
+	}
+	switch {
+	case cfg.TargetFileSize > 0 && cfg.TargetFileSize != prop:
+		target, source = cfg.TargetFileSize, "config"
+	case prop > 0:
+		// The config package may already have filled the target in from
+		// the property; either way the table property is the source.
+		target, source = prop, "table property"
+	default:
+		target, source = DefaultTargetFileSize, "default"
+	}
+	minSize, maxSize = cfg.MinFileSize, cfg.MaxFileSize
+	if minSize <= 0 {
+		minSize = target * 3 / 4
+	}
+	if maxSize <= 0 {
+		maxSize = target * 9 / 5
+	}
+	// A min or max given explicitly may contradict a target that came from
+	// a table property; keep the range ordered around the target.
+	minSize = min(minSize, target)
+	maxSize = max(maxSize, target)
+	return target, minSize, maxSize, source
+}
+
+// PlanTable reads the table's current snapshot and decides which data files
+// to rewrite. It writes nothing. now is injected for the recently-written
+// check.
+func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time) (*Plan, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid compaction config: %w", err)
+	}
+	meta := tbl.Metadata()
+	p := &Plan{FormatVersion: meta.Version()}
+	p.TargetFileSize, p.MinFileSize, p.MaxFileSize, p.TargetSource = Sizes(cfg, tbl.Properties())
+
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return p, nil
+	}
+	p.SnapshotID, p.SequenceNumber = snap.SnapshotID, snap.SequenceNumber
+
+	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID)}
+	if cfg.Where != "" {
+		expr, err := ParseWhere(cfg.Where)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := iceberg.BindExpr(tbl.Schema(), expr, true); err != nil {
+			return nil, fmt.Errorf("where %q does not fit the table schema: %w", cfg.Where, err)
+		}
+		scanOpts = append(scanOpts, table.WithRowFilter(expr))
+	}
+	tasks, err := tbl.Scan(scanOpts...).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan files of snapshot %d: %w", snap.SnapshotID, err)
+	}
+
+	var recent map[string]bool
+	if cfg.SkipPartitionsWrittenWithin > 0 {
+		recent, err = recentlyWrittenPartitions(ctx, tbl, snap, now.Add(-cfg.SkipPartitionsWrittenWithin))
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	type bucket struct {
+		PartitionDecision
+		key   string
+		tasks []table.FileScanTask
+	}
+	buckets := map[string]*bucket{}
+	var order []string
+	deleteSeen := map[string]bool{}
+	for _, t := range tasks {
+		// Compaction rewrites whole files: the where filter only chooses
+		// files. The residual must not drop rows when the file is read.
+		t.Residual = nil
+		key := partitionKey(t.File.SpecID(), t.File.Partition())
+		b := buckets[key]
+		if b == nil {
+			b = &bucket{key: key, PartitionDecision: PartitionDecision{
+				Partition: partitionName(meta, t.File.SpecID(), t.File.Partition()),
+				SpecID:    int(t.File.SpecID()),
+				key:       key,
+			}}
+			buckets[key] = b
+			order = append(order, key)
+		}
+		b.Files++
+		b.Bytes += t.File.FileSizeBytes()
+		b.tasks = append(b.tasks, t)
+		p.DataFiles++
+		p.DataBytes += t.File.FileSizeBytes()
+		for _, d := range taskDeletes(t) {
+			if !deleteSeen[d.FilePath()] {
+				deleteSeen[d.FilePath()] = true
+				p.DeleteFiles++
+			}
+		}
+	}
+
+	icfg := icecompaction.Config{
+		TargetFileSizeBytes:  p.TargetFileSize,
+		MinFileSizeBytes:     p.MinFileSize,
+		MaxFileSizeBytes:     p.MaxFileSize,
+		MinInputFiles:        1, // group selection below follows Spark's rules
+		DeleteFileThreshold:  cfg.DeleteFileThreshold,
+		DeleteRatioThreshold: cfg.DeleteRatioThreshold,
+		PackingLookback:      icecompaction.DefaultPackingLookback,
+	}
+	for _, key := range order {
+		b := buckets[key]
+		if recent[key] {
+			b.Skipped = ReasonRecentlyWrite
+			p.Partitions = append(p.Partitions, b.PartitionDecision)
+			continue
+		}
+		ip, err := icfg.PlanCompaction(b.tasks)
+		if err != nil {
+			return nil, fmt.Errorf("bin-pack partition %s: %w", b.Partition, err)
+		}
+		candidates := 0
+		for _, g := range ip.Groups {
+			candidates += len(g.Tasks)
+		}
+		for _, g := range ip.Groups {
+			reason, ok := selectGroup(cfg, icfg, p.TargetFileSize, g.Tasks)
+			if !ok {
+				continue
+			}
+			grp := Group{
+				Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: g.Tasks,
+				Files: len(g.Tasks), Bytes: g.TotalSizeBytes, DeleteFiles: g.DeleteFileCount,
+				Reason: reason,
+			}
+			for _, t := range g.Tasks {
+				grp.Records += t.File.Count()
+			}
+			grp.EstOutput = int(max(1, (grp.Bytes+p.TargetFileSize-1)/p.TargetFileSize))
+			p.Groups = append(p.Groups, grp)
+			b.Groups++
+		}
+		switch {
+		case candidates == 0:
+			b.Skipped = ReasonOptimal
+		case b.Groups == 0:
+			b.Skipped = fmt.Sprintf("%s (%d candidate files, min_input_files=%d)", ReasonTooFewFiles, candidates, cfg.MinInputFiles)
+		}
+		p.Partitions = append(p.Partitions, b.PartitionDecision)
+	}
+
+	// Most files first: the biggest reduction in file count per byte read.
+	slices.SortStableFunc(p.Groups, func(a, b Group) int { return cmp.Compare(b.Files, a.Files) })
+	if cfg.MaxBytesPerRun > 0 {
+		var kept []Group
+		var used int64
+		skipped := map[string]int{}
+		for _, g := range p.Groups {
+			if used+g.Bytes > cfg.MaxBytesPerRun {
+				skipped[g.key]++
+				continue
+			}
+			used += g.Bytes
+			kept = append(kept, g)
+		}
+		p.Groups = kept
+		for i := range p.Partitions {
+			d := &p.Partitions[i]
+			if n := skipped[d.key]; n > 0 {
+				d.Groups -= n
+				d.Skipped = fmt.Sprintf("%s: %d group(s) left for a later run", ReasonBudget, n)
+			}
+		}
+	}
+
+	if cfg.RemoveDeadDeletes && len(p.Groups) > 0 {
+		if p.DeadDeletes, err = deadDeletes(ctx, tbl, snap, p.rewrittenPaths()); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// selectGroup applies Spark's BinPackRewriteFilePlanner rules to one bin.
+func selectGroup(cfg Config, icfg icecompaction.Config, target int64, tasks []table.FileScanTask) (string, bool) {
+	var bytes int64
+	laden := 0
+	for _, t := range tasks {
+		bytes += t.File.FileSizeBytes()
+		if deleteLaden(icfg, t) {
+			laden++
+		}
+	}
+	switch {
+	case len(tasks) >= cfg.MinInputFiles:
+		return fmt.Sprintf("%d small files", len(tasks)), true
+	case laden > 0:
+		return fmt.Sprintf("%d delete-laden file(s)", laden), true
+	case len(tasks) > 1 && bytes > target:
+		return "enough content for a full file", true
+	case len(tasks) == 1 && tasks[0].File.FileSizeBytes() > icfg.MaxFileSizeBytes:
+		return "oversized file", true
+	}
+	return "", false
+}
+
+// deleteLaden mirrors iceberg-go's candidate rules for deletes: too many
+// delete files, or too many rows shadowed by file-scoped deletes.
+func deleteLaden(icfg icecompaction.Config, t table.FileScanTask) bool {
+	if len(taskDeletes(t)) >= icfg.DeleteFileThreshold {
+		return true
+	}
+	if icfg.DeleteRatioThreshold <= 0 || t.File.Count() <= 0 {
+		return false
+	}
+	var deleted int64
+	for _, d := range append(slices.Clip(t.DeleteFiles), t.DeletionVectorFiles...) {
+		if referencedPath(d) != "" {
+			deleted += d.Count()
+		}
+	}
+	return float64(min(deleted, t.File.Count()))/float64(t.File.Count()) >= icfg.DeleteRatioThreshold
+}
+
+func taskDeletes(t table.FileScanTask) []iceberg.DataFile {
+	out := make([]iceberg.DataFile, 0, len(t.DeleteFiles)+len(t.EqualityDeleteFiles)+len(t.DeletionVectorFiles))
+	out = append(out, t.DeleteFiles...)
+	out = append(out, t.EqualityDeleteFiles...)
+	return append(out, t.DeletionVectorFiles...)
+}
+
+func (p *Plan) rewrittenPaths() map[string]struct{} {
+	paths := map[string]struct{}{}
+	for _, g := range p.Groups {
+		for _, t := range g.tasks {
+			paths[t.File.FilePath()] = struct{}{}
+		}
+	}
+	return paths
+}
+
+// filePathFieldID is the reserved field id of a position delete's file_path.
+const filePathFieldID = 2147483546
+
+// referencedPath is the single data file a position delete or deletion
+// vector targets, or "" when it is partition-scoped.
+func referencedPath(d iceberg.DataFile) string {
+	if d.ContentType() == iceberg.EntryContentEqDeletes {
+		return ""
+	}
+	if ref := d.ReferencedDataFile(); ref != nil && *ref != "" {
+		return *ref
+	}
+	lo, hi := d.LowerBoundValues()[filePathFieldID], d.UpperBoundValues()[filePathFieldID]
+	if len(lo) == 0 || !bytes.Equal(lo, hi) {
+		return ""
+	}
+	return string(lo)
+}
+
+// deadDeletes finds the delete files that apply to no live data file once
+// the rewritten files are gone: position deletes of rewritten or vanished
+// files, and equality deletes with no older data left in their partition.
+func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, rewritten map[string]struct{}) ([]iceberg.DataFile, error) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open table IO: %w", err)
+	}
+	// A file-scoped position delete whose target is no longer a live data
+	// file (left behind by an earlier rewrite) is dead too: count its
+	// target as rewritten for the decision.
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest list of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	live := map[string]bool{}
+	var targets []string
+	for _, m := range manifests {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			df := e.DataFile()
+			switch df.ContentType() {
+			case iceberg.EntryContentData:
+				live[df.FilePath()] = true
+			case iceberg.EntryContentPosDeletes:
+				if ref := referencedPath(df); ref != "" {
+					targets = append(targets, ref)
+				}
+			}
+		}
+	}
+	extended := make(map[string]struct{}, len(rewritten))
+	for k := range rewritten {
+		extended[k] = struct{}{}
+	}
+	for _, t := range targets {
+		if !live[t] {
+			extended[t] = struct{}{}
+		}
+	}
+	pos, err := table.CollectDeadPositionDeletes(ctx, fs, snap, extended)
+	if err != nil {
+		return nil, fmt.Errorf("find dead position deletes: %w", err)
+	}
+	eq, err := icecompaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, rewritten)
+	if err != nil {
+		return nil, fmt.Errorf("find dead equality deletes: %w", err)
+	}
+	out := append(pos, eq...)
+	sort.Slice(out, func(i, j int) bool { return out[i].FilePath() < out[j].FilePath() })
+	return out, nil
+}
+
+// recentlyWrittenPartitions returns the partitions that received a data or
+// delete file in a snapshot of the current lineage newer than since.
+func recentlyWrittenPartitions(ctx context.Context, tbl *table.Table, snap *table.Snapshot, since time.Time) (map[string]bool, error) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open table IO: %w", err)
+	}
+	out := map[string]bool{}
+	meta := tbl.Metadata()
+	for s := snap; s != nil && s.TimestampMs >= since.UnixMilli(); {
+		manifests, err := s.Manifests(fs)
+		if err != nil {
+			return nil, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		}
+		for _, m := range manifests {
+			if m.SnapshotID() != s.SnapshotID {
+				continue // written by an older snapshot: holds no file added by s
+			}
+			for e, err := range m.Entries(fs, true) {
+				if err != nil {
+					return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+				}
+				if e.Status() == iceberg.EntryStatusADDED && e.SnapshotID() == s.SnapshotID {
+					df := e.DataFile()
+					out[partitionKey(df.SpecID(), df.Partition())] = true
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return out, nil
+}
+
+// partitionKey identifies a (spec, partition) pair; it is the partition's
+// display name prefixed by the spec id, which is unique within a spec.
+func partitionKey(specID int32, part map[int]any) string {
+	return strconv.Itoa(int(specID)) + "\x00" + formatPartition(nil, int(specID), part)
+}
+
+func partitionName(meta table.Metadata, specID int32, part map[int]any) string {
+	return formatPartition(meta, int(specID), part)
+}
+
+// formatPartition renders partition values as name=value pairs in spec
+// order; without metadata it falls back to field ids.
+func formatPartition(meta table.Metadata, specID int, part map[int]any) string {
+	if len(part) == 0 {
+		return "(unpartitioned)"
+	}
+	names := map[int]string{}
+	var ids []int
+	if meta != nil {
+		if spec := meta.PartitionSpecByID(specID); spec != nil {
+			for _, f := range spec.Fields() {
+				names[f.FieldID] = f.Name
+				ids = append(ids, f.FieldID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		for id := range part {
+			ids = append(ids, id)
+		}
+		sort.Ints(ids)
+	}
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		name := names[id]
+		if name == "" {
+			name = strconv.Itoa(id)
+		}
+		parts = append(parts, name+"="+formatValue(part[id]))
+	}
+	return strings.Join(parts, "/")
+}
+
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case iceberg.Date:
+		return time.Unix(int64(x)*86400, 0).UTC().Format("2006-01-02")
+	case fmt.Stringer:
+		return x.String()
+	default:
+		return fmt.Sprint(x)
+	}
+}

@@ -1,0 +1,130 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+)
+
+// Health is a table's state as `status` shows it and health gauges export.
+type Health struct {
+	Table                  string     `json:"table"`
+	CurrentSnapshotID      int64      `json:"current_snapshot_id,omitempty"`
+	DataFiles              int        `json:"data_files"`
+	DataBytes              int64      `json:"data_bytes"`
+	Rows                   int64      `json:"rows_before_deletes"`
+	AvgFileSize            int64      `json:"avg_file_size"`
+	SmallFiles             int        `json:"small_files"`
+	SmallFileThreshold     int64      `json:"small_file_threshold"`
+	PositionDeleteFiles    int        `json:"position_delete_files"`
+	EqualityDeleteFiles    int        `json:"equality_delete_files"`
+	Snapshots              int        `json:"snapshots"`
+	OldestSnapshot         *time.Time `json:"oldest_snapshot,omitempty"`
+	CommitsSinceCompaction int        `json:"commits_since_compaction"`
+	LastCompaction         *time.Time `json:"last_compaction,omitempty"`
+	Error                  string     `json:"error,omitempty"`
+}
+
+// DeleteFiles counts both kinds of delete files (and deletion vectors).
+func (h Health) DeleteFiles() int { return h.PositionDeleteFiles + h.EqualityDeleteFiles }
+
+// Health loads a table and measures it from its current snapshot's manifests.
+func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
+	name := strings.Join(ident, ".")
+	tbl, err := r.cat.LoadTable(ctx, ident)
+	if err != nil {
+		return Health{Table: name, Error: fmt.Sprintf("load table %s: %v", name, err)}
+	}
+	pol, err := r.policy(name, tbl.Properties())
+	if err != nil {
+		return Health{Table: name, Error: fmt.Sprintf("settings for table %s: %v", name, err)}
+	}
+	h, err := TableHealth(ctx, tbl, pol.Compact)
+	h.Table = name
+	if err != nil {
+		h.Error = err.Error()
+	}
+	return h
+}
+
+// TableHealth measures a loaded table. Files below the compaction policy's
+// minimum size count as small.
+func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Health, error) {
+	var h Health
+	_, h.SmallFileThreshold, _, _ = compact.Sizes(cfg, tbl.Properties())
+	meta := tbl.Metadata()
+	snaps := meta.Snapshots()
+	h.Snapshots = len(snaps)
+	for _, s := range snaps {
+		t := time.UnixMilli(s.TimestampMs).UTC()
+		if h.OldestSnapshot == nil || t.Before(*h.OldestSnapshot) {
+			h.OldestSnapshot = &t
+		}
+	}
+	cur := tbl.CurrentSnapshot()
+	if cur == nil {
+		return h, nil
+	}
+	h.CurrentSnapshotID = cur.SnapshotID
+	// Writers' commits since the last compaction on main; the maintainer's
+	// own commits and other engines' rewrites (operation "replace") end
+	// the count.
+	for s := cur; s != nil; {
+		if isCompaction(s) {
+			t := time.UnixMilli(s.TimestampMs).UTC()
+			h.LastCompaction = &t
+			break
+		}
+		h.CommitsSinceCompaction++
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return h, fmt.Errorf("open table IO: %w", err)
+	}
+	manifests, err := cur.Manifests(fs)
+	if err != nil {
+		return h, fmt.Errorf("read manifest list of snapshot %d: %w", cur.SnapshotID, err)
+	}
+	for _, m := range manifests {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return h, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			df := e.DataFile()
+			switch df.ContentType() {
+			case iceberg.EntryContentData:
+				h.DataFiles++
+				h.DataBytes += df.FileSizeBytes()
+				h.Rows += df.Count()
+				if df.FileSizeBytes() < h.SmallFileThreshold {
+					h.SmallFiles++
+				}
+			case iceberg.EntryContentPosDeletes:
+				h.PositionDeleteFiles++
+			case iceberg.EntryContentEqDeletes:
+				h.EqualityDeleteFiles++
+			}
+		}
+	}
+	if h.DataFiles > 0 {
+		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
+	}
+	return h, nil
+}
+
+func isCompaction(s *table.Snapshot) bool {
+	if s.Summary == nil {
+		return false
+	}
+	return s.Summary.Properties[compact.SummaryOperation] == "compact" || s.Summary.Operation == table.OpReplace
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The project's test command.
+#
+#   scripts/test.sh                         # go vet + go test of ./...
+#   scripts/test.sh ./config/               # only these packages
+#   scripts/test.sh -run TestX ./config/    # go test flags pass through
+#   scripts/test.sh -run TestX              # flags only: packages default to ./...
+#
+# Arguments are passed to `go test`; those that look like packages (./x, ../x,
+# /abs, all, std, or the module path) replace the default ./... and are also
+# what `go vet` checks. Give flag values with `=` when they look like a path
+# (-coverprofile=./c.out).
+#
+# On a fresh Debian machine (as root, with Go, node and npm) it installs what
+# the tests need: redis-server (apt) when it is not on PATH, and the Node
+# dependencies of the independent table verifier (npm ci into .cache/verify,
+# because shared/ is read-only). It starts a throw-away redis-server on a free
+# loopback port and stops it on exit.
+#
+# Exported for the tests:
+#   MAINTAINER_TEST_REDIS_ADDR  127.0.0.1:PORT of that redis-server
+#   MAINTAINER_SHARED_DIR       the shared folder (fixtures, tools)
+#   MAINTAINER_VERIFY_DIR       verify.mjs with its node_modules
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- shared folder: $MAINTAINER_SHARED_DIR, else the repo's sibling "shared"
+# (the same rule as internal/testenv.SharedDir).
+shared_dir=${MAINTAINER_SHARED_DIR:-$(dirname "$repo_root")/shared}
+[ -f "$shared_dir/fixtures/expected.json" ] && [ -f "$shared_dir/tools/verify/verify.mjs" ] ||
+  die "shared folder not found at $shared_dir (expected fixtures/ and tools/ there); set MAINTAINER_SHARED_DIR"
+shared_dir=$(cd "$shared_dir" && pwd)
+
+command -v go >/dev/null || die "go is not on PATH"
+command -v node >/dev/null || die "node is not on PATH (the table verifier needs Node.js 18 or later)"
+command -v npm >/dev/null || die "npm is not on PATH"
+
+# --- redis-server from Debian, installed only when missing.
+if ! command -v redis-server >/dev/null; then
+  log "installing redis-server (apt-get)"
+  sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || die "redis-server is missing and this is not root; install it (apt-get install redis-server)"
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq >&2
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends redis-server >&2
+fi
+
+# --- Node dependencies of the verifier: shared/ is read-only, so verify.mjs
+# and its lock file are copied into .cache/verify and installed there.
+verify_src=$shared_dir/tools/verify
+verify_dir=${MAINTAINER_VERIFY_DIR:-$repo_root/.cache/verify}
+mkdir -p "$verify_dir"
+for f in verify.mjs package.json package-lock.json; do
+  cmp -s "$verify_src/$f" "$verify_dir/$f" || cp "$verify_src/$f" "$verify_dir/$f"
+  chmod u+w "$verify_dir/$f"
+done
+stamp=$verify_dir/node_modules/.maintainer-installed
+if [ ! -f "$stamp" ] || ! cmp -s "$verify_dir/package-lock.json" "$stamp"; then
+  log "installing the verifier's Node dependencies (npm ci in $verify_dir)"
+  (cd "$verify_dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp "$verify_dir/package-lock.json" "$stamp"
+fi
+verify_dir=$(cd "$verify_dir" && pwd)
+
+# --- a private redis-server on a free loopback port.
+redis_pid=
+redis_log=$(mktemp "${TMPDIR:-/tmp}/maintainer-redis.XXXXXX")
+cleanup() {
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+  rm -f "$redis_log"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+redis_pong() {
+  local reply
+  reply=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'PING\r\n' >&3 && IFS= read -r -t 1 r <&3 && printf '%s' "$r") 2>/dev/null) || return 1
+  [ "${reply%$'\r'}" = "+PONG" ]
+}
+
+redis_port=
+for _ in $(seq 1 20); do
+  port=$((20000 + RANDOM % 40000))
+  port_in_use "$port" && continue
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+    --daemonize no --protected-mode yes --logfile '' >"$redis_log" 2>&1 &
+  redis_pid=$!
+  for _ in $(seq 1 100); do
+    kill -0 "$redis_pid" 2>/dev/null || break
+    if redis_pong "$port"; then redis_port=$port; break; fi
+    sleep 0.05
+  done
+  [ -n "$redis_port" ] && break
+  kill "$redis_pid" 2>/dev/null || true
+  wait "$redis_pid" 2>/dev/null || true
+  redis_pid=
+done
+[ -n "$redis_port" ] || { cat "$redis_log" >&2; die "could not start redis-server"; }
+
+export MAINTAINER_TEST_REDIS_ADDR=127.0.0.1:$redis_port
+export MAINTAINER_SHARED_DIR=$shared_dir
+export MAINTAINER_VERIFY_DIR=$verify_dir
+log "redis-server on $MAINTAINER_TEST_REDIS_ADDR (pid $redis_pid); shared: $MAINTAINER_SHARED_DIR"
+
+# --- packages vs go test flags.
+module=$(go list -m)
+pkgs=()
+for a in "$@"; do
+  case $a in
+    -*) ;;
+    ./* | ../* | /* | . | .. | all | std | "$module" | "$module"/*) pkgs+=("$a") ;;
+  esac
+done
+test_args=("$@")
+if [ ${#pkgs[@]} -eq 0 ]; then
+  pkgs=(./...)
+  test_args+=(./...)
+fi
+
+go vet "${pkgs[@]}"
+go test -count=1 -timeout 60m "${test_args[@]}"
