@@ -754,7 +754,7 @@ tables:
 }
 
 // Every compact.Config field has a setting of the same name whose YAML key
-// is the snake_case name compact.FieldError uses, and back.
+// is the snake_case name validate.FieldError uses, and back.
 func TestCompactSettingsCoverConfig(t *testing.T) {
 	st := reflect.TypeFor[CompactSettings]()
 	ct := reflect.TypeFor[compact.Config]()

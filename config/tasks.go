@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 )
 
@@ -86,7 +87,7 @@ var tasks = []taskSpec{{
 	},
 	validate: func(v reflect.Value) []fieldProblem {
 		return fieldProblems(v.Interface().(*compact.Config).Validate(), func(err error) (fieldProblem, bool) {
-			var fe *compact.FieldError
+			var fe *validate.FieldError
 			if errors.As(err, &fe) {
 				return fieldProblem{field: fe.Field, value: fe.Value, msg: fe.Msg}, true
 			}

@@ -6,10 +6,10 @@
 package compact
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
 // DefaultTargetFileSize is used when neither the config nor the table's
@@ -75,24 +75,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError names the config field that a validation problem is about, so
-// the config loader can point at the line that set it.
-type FieldError struct {
-	Field string // snake_case key below the task block, e.g. "min_input_files"
-	Value any
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s: %s (got %v)", e.Field, e.Msg, e.Value)
-}
-
 // Validate reports every problem at once; it never changes c.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(field string, v any, msg string) {
-		errs = append(errs, &FieldError{Field: field, Value: v, Msg: msg})
-	}
+	var v validate.Collector
+	bad := v.Add
 	if c.TargetFileSize < 0 {
 		bad("target_file_size", c.TargetFileSize, "must not be negative")
 	} else if c.TargetFileSize > 0 && c.TargetFileSize < 1<<20 {
@@ -142,5 +128,5 @@ func (c Config) Validate() error {
 	if c.CommitRetries < 0 || c.CommitRetries > 100 {
 		bad("commit_retries", c.CommitRetries, "must be between 0 and 100")
 	}
-	return errors.Join(errs...)
+	return v.Err()
 }
