@@ -26,7 +26,7 @@ type fixture struct {
 
 // newTable writes a generated table of appends small files over parts day
 // partitions into a fresh SQLite catalog.
-func newTable(t *testing.T, appends, rows, parts int) *fixture {
+func newTable(t testing.TB, appends, rows, parts int) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -45,7 +45,7 @@ func newTable(t *testing.T, appends, rows, parts int) *fixture {
 	return f
 }
 
-func checksum(t *testing.T, tbl *table.Table) (int64, uint64) {
+func checksum(t testing.TB, tbl *table.Table) (int64, uint64) {
 	t.Helper()
 	rows, sum, err := gen.Checksum(context.Background(), tbl)
 	if err != nil {
