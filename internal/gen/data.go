@@ -99,7 +99,17 @@ var (
 	experiments = []string{"checkout_v2", "new_nav", "price_anchor", "reco_model_7", "dark_mode"}
 	categories  = []string{"shoes", "women", "men", "kids", "home", "garden", "electronics", "books", "toys", "sports", "beauty", "outlet", "new-arrivals", "accessories"}
 	searchWords = []string{"red", "blue", "black", "white", "running", "shoes", "dress", "jacket", "lamp", "sofa", "phone", "case", "charger", "kids", "summer", "winter", "sale", "gift", "leather", "cotton", "wireless", "headphones", "table", "chair", "bag", "watch", "organic", "vintage", "mini", "xl"}
-	pages       = []string{"/", "/cart", "/account", "/help/shipping", "/help/returns", "/wishlist", "/stores", "/about"}
+	payments    = []string{"card", "card", "card", "paypal", "apple_pay", "google_pay", "klarna"}
+	referrers   = []string{"https://www.google.com/search?q=", "https://www.bing.com/search?q=", "https://duckduckgo.com/?q=", "https://www.facebook.com/", "https://l.instagram.com/", "https://t.co/", "https://news.ycombinator.com/", "https://www.reddit.com/r/deals/", "android-app://com.google.android.gm/"}
+	locales     = []string{"en-US", "de-DE", "en-GB", "fr-FR", "en-IN", "pt-BR", "ja-JP", "en-CA", "es-ES", "it-IT", "nl-NL", "pl-PL", "sv-SE", "es-MX", "en-AU", "ko-KR", "tr-TR", "de-CH"}
+	screens     = map[string][]string{
+		"desktop":  {"1920x1080", "2560x1440", "1366x768", "1536x864", "1440x900", "3840x2160"},
+		"mobile":   {"390x844", "393x873", "412x915", "360x800", "430x932", "375x667"},
+		"tablet":   {"820x1180", "768x1024", "1024x1366", "800x1280"},
+		"smart_tv": {"1920x1080", "3840x2160"},
+		"bot":      {"1024x768"},
+	}
+	pages = []string{"/", "/cart", "/account", "/help/shipping", "/help/returns", "/wishlist", "/stores", "/about"}
 )
 
 func zipfWeights(n int, s float64) []float64 {
@@ -158,6 +168,12 @@ type session struct {
 	exp      string // "" = none
 	variant  string
 	loggedIn bool
+	ua       string
+	ip       string
+	screen   string
+	locale   string
+	landed   bool   // first event (landing page) already emitted
+	pageView []byte // current page view id
 }
 
 // rngFor returns the deterministic random source of one append.
@@ -195,6 +211,10 @@ func buildBatch(mem memory.Allocator, sc *arrow.Schema, opt *Options, appendIdx,
 			s.variant = string(rune('A' + r.IntN(2)))
 		}
 		s.loggedIn = r.IntN(2) == 0
+		s.ua = userAgent(r, s.device, s.browser, s.os)
+		s.ip = ipAddr(r)
+		s.screen = screens[s.device][r.IntN(len(screens[s.device]))]
+		s.locale = locales[min(pickCountry.pick(r), len(locales)-1)]
 	}
 
 	// Event times: uniformly spread over the day, sorted (as a streaming
@@ -224,7 +244,7 @@ func buildBatch(mem memory.Allocator, sc *arrow.Schema, opt *Options, appendIdx,
 	ingestB := b.Field(10).(*array.Date32Builder)
 
 	products := rand.NewZipf(r, 1.05, 4, 49_999)
-	var url []byte
+	var url, tmp []byte
 	for i := range rows {
 		s := &sessions[r.IntN(nSess)]
 		et := eventTypes[pickEventType.pick(r)]
@@ -272,6 +292,28 @@ func buildBatch(mem memory.Allocator, sc *arrow.Schema, opt *Options, appendIdx,
 		default:
 			url = append(url, "/account/logout"...)
 		}
+		// The landing page of a campaign session carries tracking parameters.
+		landing := !s.landed
+		s.landed = true
+		if landing && s.utm != "" {
+			if slices.Contains(url, '?') {
+				url = append(url, '&')
+			} else {
+				url = append(url, '?')
+			}
+			url = append(url, "utm_source="...)
+			url = append(url, s.utm...)
+			url = append(url, "&utm_medium=cpc&utm_campaign=spring_sale_"...)
+			url = strconv.AppendInt(url, int64(r.IntN(40)), 10)
+			switch s.utm {
+			case "google":
+				url = append(url, "&gclid="...)
+				url = appendToken(url, r, 48)
+			case "facebook", "instagram":
+				url = append(url, "&fbclid="...)
+				url = appendToken(url, r, 56)
+			}
+		}
 		if r.IntN(50) == 0 {
 			urlB.AppendNull()
 		} else {
@@ -303,25 +345,64 @@ func buildBatch(mem memory.Allocator, sc *arrow.Schema, opt *Options, appendIdx,
 			propsB.AppendNull()
 		} else {
 			propsB.Append(true)
-			keyB.Append("browser")
-			valB.Append(s.browser)
-			keyB.Append("os")
-			valB.Append(s.os)
+			kv := func(k string, v []byte) {
+				keyB.Append(k)
+				valB.BinaryBuilder.Append(v)
+			}
+			kvs := func(k, v string) {
+				keyB.Append(k)
+				valB.Append(v)
+			}
+			// request id: UUID v4 per event
+			tmp = appendUUID(tmp[:0], r)
+			kv("request_id", tmp)
+			// client clock: event time minus a small skew, ISO-8601 ms
+			tmp = time.UnixMicro(dayMicros+times[i]-r.Int64N(3_000_000)).UTC().AppendFormat(tmp[:0], "2006-01-02T15:04:05.000Z")
+			kv("client_ts", tmp)
+			// W3C trace context of the collector request
+			tmp = append(tmp[:0], "00-"...)
+			tmp = appendHex(tmp, r.Uint64(), r.Uint64(), r.Uint64())
+			tmp = append(tmp, "-01"...)
+			kv("traceparent", tmp)
+			if et == "page_view" || s.pageView == nil {
+				s.pageView = appendUUID(s.pageView[:0], r)
+			}
+			kv("page_view_id", s.pageView)
+			kvs("browser", s.browser)
+			kvs("os", s.os)
+			kvs("user_agent", s.ua)
+			kvs("ip", s.ip)
+			kvs("screen", s.screen)
+			kvs("locale", s.locale)
+			if et == "page_view" {
+				// log-normal load time around 800ms
+				tmp = strconv.AppendInt(tmp[:0], int64(math.Exp(6.7+0.6*r.NormFloat64())), 10)
+				kv("page_load_ms", tmp)
+			}
+			if landing {
+				tmp = append(tmp[:0], referrers[r.IntN(len(referrers))]...)
+				if tmp[len(tmp)-1] == '=' {
+					tmp = append(tmp, searchWords[r.IntN(len(searchWords))]...)
+				}
+				kv("referrer", tmp)
+			}
 			if s.utm != "" {
-				keyB.Append("utm_source")
-				valB.Append(s.utm)
+				kvs("utm_source", s.utm)
 			}
 			if s.exp != "" {
-				keyB.Append("experiment")
-				valB.Append(s.exp + ":" + s.variant)
+				kvs("experiment", s.exp+":"+s.variant)
 			}
 			if s.loggedIn {
-				keyB.Append("logged_in")
-				valB.Append("true")
+				kvs("logged_in", "true")
 			}
 			if et == "search" {
-				keyB.Append("results")
-				valB.Append(strconv.Itoa(r.IntN(400)))
+				tmp = strconv.AppendInt(tmp[:0], int64(r.IntN(400)), 10)
+				kv("results", tmp)
+			}
+			if et == "purchase" {
+				tmp = strconv.AppendInt(tmp[:0], int64(1+r.IntN(5)), 10)
+				kv("items", tmp)
+				kvs("payment", payments[r.IntN(len(payments))])
 			}
 		}
 
@@ -335,4 +416,105 @@ func buildBatch(mem memory.Allocator, sc *arrow.Schema, opt *Options, appendIdx,
 	}
 
 	return b.NewRecordBatch()
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendUUID appends a random (version 4) UUID.
+func appendUUID(b []byte, r *rand.Rand) []byte {
+	hi, lo := r.Uint64(), r.Uint64()
+	hi = hi&^0xf000 | 0x4000     // version 4
+	lo = lo&^(0xc<<60) | 0x8<<60 // variant 10
+	var u [16]byte
+	for i := range 8 {
+		u[i] = byte(hi >> (56 - 8*i))
+		u[8+i] = byte(lo >> (56 - 8*i))
+	}
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&0xf])
+	}
+
+	return b
+}
+
+const tokenChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// appendToken appends n random URL-safe characters (click ids and the like).
+func appendToken(b []byte, r *rand.Rand, n int) []byte {
+	for range n {
+		b = append(b, tokenChars[r.IntN(len(tokenChars))])
+	}
+
+	return b
+}
+
+// userAgent builds a plausible User-Agent string for a session.
+func userAgent(r *rand.Rand, device, browser, os string) string {
+	if device == "bot" {
+		bots := []string{
+			"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+			"Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)",
+			"Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)",
+		}
+
+		return bots[r.IntN(len(bots))]
+	}
+	var platform string
+	switch os {
+	case "windows":
+		platform = "Windows NT 10.0; Win64; x64"
+	case "macos":
+		platform = "Macintosh; Intel Mac OS X 10_15_" + strconv.Itoa(r.IntN(8))
+	case "linux":
+		platform = "X11; Linux x86_64"
+	case "chromeos":
+		platform = "X11; CrOS x86_64 15633.69.0"
+	case "ios":
+		platform = "iPhone; CPU iPhone OS 17_" + strconv.Itoa(r.IntN(6)) + " like Mac OS X"
+	case "ipados":
+		platform = "iPad; CPU OS 17_" + strconv.Itoa(r.IntN(6)) + " like Mac OS X"
+	default:
+		platform = "Linux; Android " + strconv.Itoa(10+r.IntN(5)) + "; SM-" + string(rune('A'+r.IntN(3))) + strconv.Itoa(100+r.IntN(900))
+	}
+	major := 118 + r.IntN(8)
+	build := strconv.Itoa(major) + ".0." + strconv.Itoa(5000+r.IntN(1200)) + "." + strconv.Itoa(r.IntN(200))
+	switch browser {
+	case "safari":
+		return "Mozilla/5.0 (" + platform + ") AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17." + strconv.Itoa(r.IntN(5)) + " Safari/605.1.15"
+	case "firefox":
+		return "Mozilla/5.0 (" + platform + "; rv:" + strconv.Itoa(major) + ".0) Gecko/20100101 Firefox/" + strconv.Itoa(major) + ".0"
+	case "edge":
+		return "Mozilla/5.0 (" + platform + ") AppleWebKit/537.36 (KHTML, like Gecko) Chrome/" + build + " Safari/537.36 Edg/" + build
+	case "samsung":
+		return "Mozilla/5.0 (" + platform + ") AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/23.0 Chrome/" + build + " Mobile Safari/537.36"
+	case "opera":
+		return "Mozilla/5.0 (" + platform + ") AppleWebKit/537.36 (KHTML, like Gecko) Chrome/" + build + " Safari/537.36 OPR/105.0.0.0"
+	default:
+		return "Mozilla/5.0 (" + platform + ") AppleWebKit/537.36 (KHTML, like Gecko) Chrome/" + build + " Safari/537.36"
+	}
+}
+
+// ipAddr returns a random public-looking IPv4 address.
+func ipAddr(r *rand.Rand) string {
+	b := strconv.AppendInt(nil, int64(1+r.IntN(223)), 10)
+	for range 3 {
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(r.IntN(256)), 10)
+	}
+
+	return string(b)
+}
+
+// appendHex appends the 16-digit hex forms of vs.
+func appendHex(b []byte, vs ...uint64) []byte {
+	for _, v := range vs {
+		for shift := 60; shift >= 0; shift -= 4 {
+			b = append(b, hexDigits[(v>>uint(shift))&0xf])
+		}
+	}
+
+	return b
 }

@@ -19,11 +19,9 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// Snapshot summary properties set on every generated append.
-const (
-	SummaryAppendIndex = "gen.append-index"
-	SummarySeed        = "gen.seed"
-)
+// SummaryAppendIndex is the snapshot summary property holding the append
+// index of every generated append.
+const SummaryAppendIndex = "gen.append-index"
 
 // Defaults applied by [Options] zero values.
 const (
@@ -140,8 +138,8 @@ func Create(ctx context.Context, cat catalog.Catalog, opt Options) (*table.Table
 // commits, which happen sequentially in append order. A commit rejected
 // because another writer committed first (table.ErrCommitFailed) is retried
 // on the refreshed table without rewriting the data file, so Append can play
-// the role of a concurrent writer. On error, data files written but not
-// committed are deleted.
+// the role of a concurrent writer. On error, data files written but
+// certainly not committed are deleted.
 func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*table.Table, error) {
 	opt = opt.withDefaults()
 	if n <= 0 {
@@ -151,6 +149,9 @@ func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*t
 		return nil, fmt.Errorf("gen: negative append index %d", from)
 	}
 
+	if err := checkSchema(tbl.Schema()); err != nil {
+		return nil, err
+	}
 	arrowSc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
 	if err != nil {
 		return nil, fmt.Errorf("gen: arrow schema: %w", err)
@@ -201,7 +202,7 @@ func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*t
 	}()
 
 	var firstErr error
-	idx := from
+	idx, sinceReload := from, 0
 	for out := range pending {
 		// Every queued append yields exactly one result, even after a
 		// cancellation, so that no written file goes unaccounted.
@@ -219,18 +220,72 @@ func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*t
 		if err != nil {
 			firstErr = fmt.Errorf("gen: commit append %d: %w", idx, err)
 			cancel()
-			removeFiles(&writer, res.files)
+			if isConflict(err) {
+				// Definitely not committed. Other errors may leave the
+				// commit state unknown: keep the file then.
+				removeFiles(&writer, res.files)
+			}
 
 			continue
 		}
 		tbl = next
 		idx++
+		if sinceReload++; sinceReload >= reloadEvery && idx < from+n {
+			// Work around iceberg-go retaining every previous metadata
+			// generation from a table returned by Commit (memory grows
+			// quadratically with the number of commits): reload the table
+			// from the catalog now and then.
+			sinceReload = 0
+			fresh := *tbl
+			if err := fresh.Refresh(ctx); err != nil {
+				firstErr = fmt.Errorf("gen: reload table: %w", err)
+				cancel()
+
+				continue
+			}
+			tbl = &fresh
+		}
 	}
 	if firstErr != nil {
 		return tbl, firstErr
 	}
 
 	return tbl, nil
+}
+
+// checkSchema verifies that sc is [Schema] up to field IDs.
+func checkSchema(sc *iceberg.Schema) error {
+	want, err := table.SchemaToArrowSchema(Schema(), nil, false, false)
+	if err != nil {
+		return err
+	}
+	got, err := table.SchemaToArrowSchema(sc, nil, false, false)
+	if err != nil {
+		return err
+	}
+	if !got.Equal(want) {
+		return fmt.Errorf("gen: table schema is not the generator's schema:\n%s", sc)
+	}
+
+	return nil
+}
+
+// NextAppendIndex returns 1 + the highest append index recorded in the
+// snapshot summaries of tbl (0 if there is none): the from argument that
+// continues a generated table with fresh event_ids. Two writers appending
+// concurrently must use disjoint ranges.
+func NextAppendIndex(tbl *table.Table) int {
+	next := 0
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.Summary == nil {
+			continue
+		}
+		if v, err := strconv.Atoi(s.Summary.Properties[SummaryAppendIndex]); err == nil {
+			next = max(next, v+1)
+		}
+	}
+
+	return next
 }
 
 // writeAppend writes the data file of append idx (not committed).
@@ -262,15 +317,15 @@ func writeAppend(ctx context.Context, tbl *table.Table, sc *arrow.Schema, opt *O
 	return files, nil
 }
 
-const maxCommitAttempts = 50
+const (
+	maxCommitAttempts = 50
+	reloadEvery       = 16
+)
 
 // commitAppend commits files as one append snapshot, retrying on conflicts
 // with other writers.
 func commitAppend(ctx context.Context, tbl *table.Table, opt *Options, idx int, files []iceberg.DataFile) (*table.Table, error) {
-	props := iceberg.Properties{
-		SummaryAppendIndex: strconv.Itoa(idx),
-		SummarySeed:        strconv.FormatInt(opt.Seed, 10),
-	}
+	props := iceberg.Properties{SummaryAppendIndex: strconv.Itoa(idx)}
 	backoff := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		next, err := tryCommitAppend(ctx, tbl, files, props)

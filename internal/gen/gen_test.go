@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
@@ -108,15 +109,31 @@ func TestCreate(t *testing.T) {
 		}
 	}
 
-	// Partition values are the 3 consecutive days.
+	// Partition values are the 3 consecutive days from Start, 4 files each.
 	tasks, err := tbl.Scan().PlanFiles(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	startDay := int(opt.Start.Unix() / 86400)
+	perDay := map[int]int{}
 	for _, task := range tasks {
-		if len(task.File.Partition()) != 1 {
-			t.Fatalf("partition %v", task.File.Partition())
+		p := task.File.Partition()
+		if len(p) != 1 {
+			t.Fatalf("partition %v", p)
 		}
+		for _, v := range p {
+			d, ok := v.(iceberg.Date)
+			if !ok {
+				t.Fatalf("partition value %T %v", v, v)
+			}
+			perDay[int(d)-startDay]++
+		}
+	}
+	if len(perDay) != 3 || perDay[0] != 4 || perDay[1] != 4 || perDay[2] != 4 {
+		t.Fatalf("files per day offset: %v", perDay)
+	}
+	if got := NextAppendIndex(tbl); got != 12 {
+		t.Fatalf("NextAppendIndex = %d, want 12", got)
 	}
 
 	// Reload through the catalog (metadata round-trip).
@@ -131,6 +148,7 @@ func TestCreate(t *testing.T) {
 	// Determinism: same seed -> same rows, different seed -> different rows.
 	opt2 := opt
 	opt2.Table = "events_again"
+	opt2.Workers = 1 // generation order must not matter
 	tbl2, err := Create(ctx, sc, opt2)
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +188,97 @@ func TestCreate(t *testing.T) {
 	}
 }
 
+// TestRoundTrip checks that every column reads back exactly as generated.
+func TestRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	cat, err := OpenSQLiteCatalog(ctx, "test", filepath.Join(t.TempDir(), "c.db"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	opt := Options{Appends: 1, RowsPerAppend: 3000, Partitions: 5, Seed: 99}
+	tbl, err := Create(ctx, cat, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrowSc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := opt.withDefaults()
+	want := buildBatch(memory.DefaultAllocator, arrowSc, &o, 0, opt.RowsPerAppend)
+	defer want.Release()
+
+	got, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if got.NumRows() != want.NumRows() || got.NumCols() != want.NumCols() {
+		t.Fatalf("got %dx%d, want %dx%d", got.NumRows(), got.NumCols(), want.NumRows(), want.NumCols())
+	}
+	nulls := map[string]int{}
+	for c := range int(want.NumCols()) {
+		name := want.ColumnName(c)
+		if g := got.Schema().Field(c).Name; g != name {
+			t.Fatalf("column %d: %s != %s", c, g, name)
+		}
+		chunks := got.Column(c).Data().Chunks()
+		w := want.Column(c)
+		row := 0
+		for _, ch := range chunks {
+			for i := range ch.Len() {
+				if ch.IsNull(i) != w.IsNull(row) || ch.ValueStr(i) != w.ValueStr(row) {
+					t.Fatalf("column %s row %d: got %q, want %q", name, row, ch.ValueStr(i), w.ValueStr(row))
+				}
+				if w.IsNull(row) {
+					nulls[name]++
+				}
+				row++
+			}
+		}
+	}
+	t.Logf("types: %v; nulls: %v", got.Schema(), nulls)
+	if nulls[ColAmount] == 0 || nulls[ColAmount] == opt.RowsPerAppend || nulls[ColEventID] != 0 {
+		t.Fatalf("unexpected null counts %v", nulls)
+	}
+
+	// event_time lies within the partition day, ingest_date on that day or
+	// the next one.
+	ts := want.Column(1).(*array.Timestamp)
+	dates := want.Column(10).(*array.Date32)
+	day := DefaultStart.UnixMicro()
+	for i := range ts.Len() {
+		v := int64(ts.Value(i))
+		if v < day || v >= day+86400e6 {
+			t.Fatalf("row %d: event_time %d outside day %d", i, v, day)
+		}
+		if d := int64(dates.Value(i)) - day/86400e6; d != 0 && d != 1 {
+			t.Fatalf("row %d: ingest_date offset %d", i, d)
+		}
+	}
+}
+
+func TestAppendRejectsForeignSchema(t *testing.T) {
+	ctx := context.Background()
+	cat, err := OpenSQLiteCatalog(ctx, "test", filepath.Join(t.TempDir(), "c.db"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if err := cat.CreateNamespace(ctx, table.Identifier{"ns"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	other, err := cat.CreateTable(ctx, table.Identifier{"ns", "other"}, iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Append(ctx, other, Options{}, 1, 0); err == nil {
+		t.Fatal("Append to a foreign table succeeded")
+	}
+}
+
 func TestCreateUnpartitionedV1SmallTarget(t *testing.T) {
 	ctx := context.Background()
 	cat, err := OpenSQLiteCatalog(ctx, "test", filepath.Join(t.TempDir(), "c.db"), t.TempDir())
@@ -203,13 +312,33 @@ func TestCreateV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	tbl, err := Create(ctx, cat, Options{Appends: 4, RowsPerAppend: 50, Partitions: 2, Seed: 1, FormatVersion: 3})
+	tbl, err := Create(ctx, cat, Options{Appends: 4, RowsPerAppend: 500, Partitions: 2, Seed: 1, FormatVersion: 3,
+		Properties: map[string]string{table.WriteTargetFileSizeBytesKey: "1024"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := collectStats(t, ctx, tbl)
-	if st.snapshots != 4 || st.dataFiles != 4 || st.rows != 200 || st.partitions != 2 {
+	if st.snapshots != 4 || st.dataFiles != 4 || st.rows != 2000 || st.distinctIDs != 2000 || st.partitions != 2 {
 		t.Fatalf("stats %+v", st)
+	}
+	// Row lineage: first_row_ids 0, 500, 1000, 1500 and next-row-id 2000.
+	if got := tbl.Metadata().NextRowID(); got != 2000 {
+		t.Fatalf("next-row-id %d", got)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, task := range tasks {
+		if id := task.File.FirstRowID(); id != nil {
+			seen[*id] = true
+		}
+	}
+	for _, id := range []int64{0, 500, 1000, 1500} {
+		if !seen[id] {
+			t.Fatalf("first_row_ids %v, missing %d", seen, id)
+		}
 	}
 }
 
@@ -307,4 +436,30 @@ func TestMeasure(t *testing.T) {
 	t.Logf("%d appends x %d rows (%d partitions): %v (%.1f appends/s), %d files, avg file %d B (%.1f B/row)",
 		appends, rows, parts, elapsed, float64(appends)/elapsed.Seconds(), len(tasks),
 		total/int64(len(tasks)), float64(total)/float64(int64(len(tasks))*int64(rows)))
+}
+
+// BenchmarkAppend measures one generated append (2,000 rows, one file, one
+// commit) on a table with b.N snapshots.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	cat, tbl, err := CreateWarehouseForBenchmark(ctx, b.TempDir(), Options{Partitions: 30, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cat.Close()
+	b.ResetTimer()
+	tbl, err = Append(ctx, tbl, Options{Partitions: 30, Seed: 1}, b.N, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, t := range tasks {
+		size += t.File.FileSizeBytes()
+	}
+	b.ReportMetric(float64(size)/float64(len(tasks)), "B/file")
 }
