@@ -9,11 +9,11 @@ import (
 
 // Problem is one thing wrong with a config file.
 type Problem struct {
-	File string // the config file's name, as given to Load or Parse
-	Line int    // 1-based; 0 when the problem has no position
-	Col  int    // 1-based; 0 when the problem has no position
-	Path string // the field, e.g. "tables[1].compact.min_input_files"; may be empty
-	Msg  string // what is wrong, with the offending value
+	File string `json:"file"`           // the config file's name, as given to Load or Parse
+	Line int    `json:"line"`           // 1-based; 0 when the problem has no position
+	Col  int    `json:"column"`         // 1-based; 0 when the problem has no position
+	Path string `json:"path,omitempty"` // the field, e.g. "tables[1].compact.min_input_files"
+	Msg  string `json:"message"`        // what is wrong, with the offending value
 }
 
 // String formats the problem as "file:line:col: path: msg", leaving out the

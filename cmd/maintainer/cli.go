@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -34,6 +35,7 @@ type globals struct {
 	tables     []string
 	tasks      []string
 	logLevel   string
+	started    bool // flags parsed and valid: a command is running
 	stdout     io.Writer
 	stderr     io.Writer
 }
@@ -46,7 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.validateFlags()
+			if err := g.validateFlags(); err != nil {
+				return err
+			}
+			g.started = true
+			return nil
 		},
 	}
 	root.SetArgs(args)
@@ -65,25 +71,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		newConfigCmd(g), newVersionCmd(g), newDemoCmd(ctx, g),
 	)
 	err := root.ExecuteContext(ctx)
-	if err != nil && isCobraUsage(err) {
-		return usageError{err}
-	}
-	return err
-}
-
-// isCobraUsage recognises cobra's own errors for unknown commands and args.
-func isCobraUsage(err error) bool {
-	var ue usageError
-	if errors.As(err, &ue) {
-		return false
-	}
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
+	if err != nil && !g.started {
+		// Cobra failed before any command ran: an unknown command or
+		// flag, or wrong arguments.
+		var ue usageError
+		if !errors.As(err, &ue) {
+			return usageError{err}
 		}
 	}
-	return false
+	return err
 }
 
 func (g *globals) validateFlags() error {
@@ -187,11 +183,41 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 }
 
 func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, error) {
-	cat, err := catalog.Load(ctx, c.Name, iceberg.Properties(c.Properties()))
+	props := iceberg.Properties(c.Properties())
+	if c.Type == config.CatalogSQL {
+		// Never create a catalog by accident (a typo in the path, or no
+		// config at all): the maintainer only maintains existing tables.
+		if _, set := props["init_catalog_tables"]; !set {
+			props["init_catalog_tables"] = "false"
+		}
+		if path, ok := sqliteFile(props); ok {
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("open sql catalog %q: SQLite database %s: %w (pass --config FILE, or run `maintainer demo` to build one)", c.Name, path, err)
+			}
+		}
+	}
+	cat, err := catalog.Load(ctx, c.Name, props)
 	if err != nil {
 		return nil, fmt.Errorf("open %s catalog %q: %w", c.Type, c.Name, err)
 	}
 	return cat, nil
+}
+
+// sqliteFile is the database file of a SQLite catalog URI such as
+// file:/data/catalog.db?_pragma=... or a plain path.
+func sqliteFile(props iceberg.Properties) (string, bool) {
+	if props["sql.dialect"] != "sqlite" {
+		return "", false
+	}
+	uri := strings.TrimPrefix(props["uri"], "sql://")
+	if i := strings.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	uri = strings.TrimPrefix(strings.TrimPrefix(uri, "file://"), "file:")
+	if uri == "" || uri == ":memory:" {
+		return "", false
+	}
+	return uri, true
 }
 
 // tables lists the selected tables; a listing failure means the catalog is
@@ -375,10 +401,24 @@ func newConfigCmd(g *globals) *cobra.Command {
 				return usageError{errors.New("config validate needs --config FILE")}
 			}
 			cfg, err := g.loadConfig()
+			if g.output == "json" {
+				out := map[string]any{"config": g.configPath, "valid": err == nil}
+				var ve *config.ValidationError
+				if errors.As(err, &ve) {
+					out["problems"] = ve.Problems
+				} else if err != nil {
+					out["error"] = err.Error()
+				}
+				if jerr := json.NewEncoder(g.stdout).Encode(out); jerr != nil {
+					return jerr
+				}
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "%s: valid (%s catalog %q, %d table rule(s))\n", g.configPath, cfg.Catalog.Type, cfg.Catalog.Name, len(cfg.Tables))
+			if g.output == "text" {
+				fmt.Fprintf(g.stdout, "%s: valid (%s catalog %q, %d table rule(s))\n", g.configPath, cfg.Catalog.Type, cfg.Catalog.Name, len(cfg.Tables))
+			}
 			return nil
 		},
 	})

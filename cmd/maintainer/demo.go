@@ -37,6 +37,9 @@ func newDemoCmd(ctx context.Context, g *globals) *cobra.Command {
 }
 
 func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
+	if g.output != "text" {
+		return usageError{fmt.Errorf("demo is a report for people; it has no --output %s", g.output)}
+	}
 	w := g.stdout
 	if dir == "" {
 		d, err := os.MkdirTemp("", "maintainer-demo-")

@@ -487,12 +487,20 @@ func formatPartition(meta table.Metadata, specID int, part map[int]any) string {
 		return "(unpartitioned)"
 	}
 	names := map[int]string{}
+	human := map[int]func(any) string{}
 	var ids []int
 	if meta != nil {
 		if spec := meta.PartitionSpecByID(specID); spec != nil {
+			schema := meta.CurrentSchema()
 			for _, f := range spec.Fields() {
 				names[f.FieldID] = f.Name
 				ids = append(ids, f.FieldID)
+				// Render values as Iceberg does in partition paths:
+				// hour 438296 -> 2020-01-01-08.
+				if src, ok := schema.FindFieldByID(f.SourceID()); ok {
+					tr, typ := f.Transform, src.Type
+					human[f.FieldID] = func(v any) string { return tr.ToHumanStrType(typ, v) }
+				}
 			}
 		}
 	}
@@ -508,7 +516,11 @@ func formatPartition(meta table.Metadata, specID int, part map[int]any) string {
 		if name == "" {
 			name = strconv.Itoa(id)
 		}
-		parts = append(parts, name+"="+formatValue(part[id]))
+		v := formatValue(part[id])
+		if h := human[id]; h != nil && part[id] != nil {
+			v = h(part[id])
+		}
+		parts = append(parts, name+"="+v)
 	}
 	return strings.Join(parts, "/")
 }

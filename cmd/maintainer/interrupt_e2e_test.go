@@ -1,0 +1,336 @@
+package main
+
+// A run interrupted mid-compaction (SIGKILL, SIGTERM) leaves every table
+// readable with the same rows: the table is either as it was or fully
+// compacted, never in between.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
+)
+
+// Size of the generated tables: 10 day partitions of 20 small files each,
+// so a run rewrites 10 groups (2 at a time, the default) and commits them
+// in one snapshot only after the last one is written. The first "group
+// rewritten" line therefore comes long before the commit.
+const (
+	genAppends    = 200
+	genRows       = 1000
+	genPartitions = 10
+	genCatalog    = "default" // the catalog name of config.DefaultYAML
+	genNamespace  = "demo"
+)
+
+// tableState is what the test checks of a generated table.
+type tableState struct {
+	snapshotID int64
+	parentID   int64
+	operation  string // maintainer.operation of the current snapshot
+	metadata   string // metadata location
+	snapshots  int
+	rows       int64
+	sum        uint64
+}
+
+func (s tableState) compacted() bool { return s.operation == "compact" }
+
+// genWarehouse is a SQLite-catalog warehouse in dir with generated tables,
+// and the demo's config pointed at it.
+type genWarehouse struct {
+	dir, cfg string
+}
+
+func newGenWarehouse(t *testing.T, tables ...string) *genWarehouse {
+	t.Helper()
+	dir := t.TempDir()
+	cat, err := gen.OpenSQLiteCatalog(t.Context(), genCatalog, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, name := range tables {
+		if _, err := gen.Create(t.Context(), cat, gen.Options{
+			Namespace: genNamespace, Table: name, Appends: genAppends, RowsPerAppend: genRows,
+			Partitions: genPartitions, Seed: 42,
+		}); err != nil {
+			t.Fatalf("generate %s: %v", name, err)
+		}
+	}
+	cfgText := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", filepath.ToSlash(dir))
+	return &genWarehouse{dir: dir, cfg: writeFile(t, filepath.Join(dir, "maintainer.yaml"), cfgText)}
+}
+
+// state loads the table with its own catalog connection (opened and closed
+// here, so that no connection is held while the binary runs).
+func (w *genWarehouse) state(t *testing.T, name string) tableState {
+	t.Helper()
+	ctx := t.Context()
+	cat, err := gen.OpenSQLiteCatalog(ctx, genCatalog, filepath.Join(w.dir, "catalog.db"), filepath.Join(w.dir, "warehouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, table.Identifier{genNamespace, name})
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	s := tableState{metadata: tbl.MetadataLocation(), snapshots: len(tbl.Metadata().Snapshots())}
+	if cur := tbl.CurrentSnapshot(); cur != nil {
+		s.snapshotID = cur.SnapshotID
+		if cur.ParentSnapshotID != nil {
+			s.parentID = *cur.ParentSnapshotID
+		}
+		if cur.Summary != nil {
+			s.operation = cur.Summary.Properties["maintainer.operation"]
+		}
+	}
+	if s.rows, s.sum, err = gen.Checksum(ctx, tbl); err != nil {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	return s
+}
+
+func (w *genWarehouse) tableDir(name string) string {
+	return filepath.Join(w.dir, "warehouse", genNamespace+".db", name)
+}
+
+// verify reads the table's current metadata with the independent verifier.
+func verifyMetadataURI(t *testing.T, metadata string) testenv.VerifyResult {
+	t.Helper()
+	u, err := url.Parse(metadata)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("metadata location %q is not a file URI", metadata)
+	}
+	return testenv.Verify(t, u.Path)
+}
+
+// watchedRun is the binary running in the background, its stderr watched
+// line by line for the first "group rewritten" log line.
+type watchedRun struct {
+	cmd        *exec.Cmd
+	stdout     bytes.Buffer
+	mu         sync.Mutex
+	stderr     strings.Builder
+	firstGroup chan struct{} // closed at the first "group rewritten" line
+	stderrEOF  chan struct{}
+}
+
+func startWatched(t *testing.T, ctx context.Context, dir string, args ...string) *watchedRun {
+	t.Helper()
+	w := &watchedRun{firstGroup: make(chan struct{}), stderrEOF: make(chan struct{})}
+	w.cmd = exec.CommandContext(ctx, binPath, args...)
+	w.cmd.Dir = dir
+	w.cmd.Env = maintainerEnv()
+	w.cmd.Stdout = &w.stdout
+	pipe, err := w.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.stderrEOF)
+		sc := bufio.NewScanner(pipe)
+		seen := false
+		for sc.Scan() {
+			line := sc.Text()
+			w.mu.Lock()
+			w.stderr.WriteString(line + "\n")
+			w.mu.Unlock()
+			if !seen && strings.Contains(line, `msg="group rewritten"`) {
+				seen = true
+				close(w.firstGroup)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *watchedRun) stderrText() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stderr.String()
+}
+
+// signalAtFirstGroup sends sig when the first group has been rewritten
+// (and not committed: the commit comes after all ten groups). It fails the
+// test if the process ends before that. It returns the process's state
+// after it ended.
+func (w *watchedRun) signalAtFirstGroup(t *testing.T, sig os.Signal) *os.ProcessState {
+	t.Helper()
+	select {
+	case <-w.firstGroup:
+		if err := w.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("send %v: %v", sig, err)
+		}
+	case <-w.stderrEOF:
+		_ = w.cmd.Wait()
+		t.Fatalf("the run ended before it rewrote a group (%v); stdout:\n%s\nstderr:\n%s",
+			w.cmd.ProcessState, w.stdout.String(), w.stderrText())
+	}
+	<-w.stderrEOF
+	err := w.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("wait: %v", err)
+	}
+	return w.cmd.ProcessState
+}
+
+// TestInterruptedRun kills a compaction mid-run, then terminates one, and
+// checks the table each time: unchanged (or, for SIGTERM, fully compacted,
+// never in between), the same rows; a later run completes the compaction.
+// Both interruptions hit the same generated table, one after the other.
+func TestInterruptedRun(t *testing.T) {
+	t.Parallel()
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	runArgs := []string{"run", "--task", "compact", "--config", w.cfg,
+		"--table", genNamespace + "." + name, "--log-level", "info", "--output", "json"}
+
+	before := w.state(t, name)
+	if before.rows != genAppends*genRows {
+		t.Fatalf("generated table has %d rows, want %d", before.rows, genAppends*genRows)
+	}
+	verifiedBefore := verifyMetadataURI(t, before.metadata)
+	if verifiedBefore.LiveRows != before.rows || verifiedBefore.DataFiles != genAppends {
+		t.Fatalf("verifier reads %d rows in %d files, want %d in %d", verifiedBefore.LiveRows, verifiedBefore.DataFiles, before.rows, genAppends)
+	}
+
+	t.Run("SIGKILL", func(t *testing.T) {
+		run := startWatched(t, ctx, w.dir, runArgs...)
+		ps := run.signalAtFirstGroup(t, syscall.SIGKILL)
+		if ps.Exited() {
+			t.Fatalf("the run completed (exit %d) before SIGKILL reached it: make the table bigger (genAppends/genRows); stdout:\n%s\nstderr:\n%s",
+				ps.ExitCode(), run.stdout.String(), run.stderrText())
+		}
+		if ws, ok := ps.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the run ended with %v, want killed by SIGKILL", ps)
+		}
+		if strings.Contains(run.stderrText(), "compaction committed") {
+			t.Fatalf("the run committed before SIGKILL reached it: make the table bigger; stderr:\n%s", run.stderrText())
+		}
+		after := w.state(t, name)
+		if after.snapshotID != before.snapshotID || after.metadata != before.metadata || after.snapshots != before.snapshots {
+			t.Errorf("after SIGKILL the table changed: snapshot %d -> %d (operation %q), metadata %s -> %s",
+				before.snapshotID, after.snapshotID, after.operation, before.metadata, after.metadata)
+		}
+		if after.rows != before.rows || after.sum != before.sum {
+			t.Errorf("after SIGKILL: %d rows, checksum %016x; before %d, %016x", after.rows, after.sum, before.rows, before.sum)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	termCompacted := false
+	t.Run("SIGTERM", func(t *testing.T) {
+		treeBefore := treeHash(t, w.tableDir(name))
+		run := startWatched(t, ctx, w.dir, runArgs...)
+		ps := run.signalAtFirstGroup(t, syscall.SIGTERM)
+		if !ps.Exited() {
+			t.Fatalf("on SIGTERM the run did not exit by itself: %v; stderr:\n%s", ps, run.stderrText())
+		}
+		t.Logf("on SIGTERM the run exited with code %d; stderr:\n%s", ps.ExitCode(), run.stderrText())
+		after := w.state(t, name)
+		if after.rows != before.rows || after.sum != before.sum {
+			t.Errorf("after SIGTERM: %d rows, checksum %016x; before %d, %016x", after.rows, after.sum, before.rows, before.sum)
+		}
+		outs := jsonLines[outcome](t, run.stdout.String())
+		switch {
+		case after.snapshotID == before.snapshotID && after.metadata == before.metadata:
+			// Unchanged: the run must say that it did not finish.
+			if ps.ExitCode() == 0 {
+				t.Errorf("on SIGTERM the table is unchanged but the run exited 0")
+			}
+			if len(outs) != 1 || outs[0].Status != "failed" {
+				t.Errorf("on SIGTERM the table is unchanged; outcomes %+v, want one failed", outs)
+			}
+			if !strings.Contains(run.stderrText(), "interrupted") {
+				t.Errorf("on SIGTERM the run does not say it was interrupted:\n%s", run.stderrText())
+			}
+			if d := diffTrees(treeBefore, treeHash(t, w.tableDir(name))); d != "" {
+				t.Logf("files the terminated run left behind (orphans):\n%s", d)
+			}
+		case after.compacted() && after.parentID == before.snapshotID:
+			termCompacted = true
+			t.Logf("the SIGTERM landed after the commit: the table is fully compacted")
+			if len(outs) != 1 || outs[0].Status != "succeeded" {
+				t.Errorf("on SIGTERM the table was compacted; outcomes %+v, want one succeeded", outs)
+			}
+			if h := tableHealth(t, w, name); h.DataFiles != genPartitions {
+				t.Errorf("on SIGTERM the table was compacted into %d files, want %d (all groups)", h.DataFiles, genPartitions)
+			}
+		default:
+			t.Errorf("after SIGTERM the table is neither unchanged nor compacted: snapshot %d -> %d (operation %q, parent %d)",
+				before.snapshotID, after.snapshotID, after.operation, after.parentID)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A later run completes the compaction (or finds it done, if the
+	// SIGTERM landed after the commit), rows unchanged.
+	r := runMaintainer(t, w.dir, "run", "--task", "compact", "--config", w.cfg, "--table", genNamespace+"."+name, "--output", "json")
+	expectCode(t, r, 0, "run after the interrupted runs")
+	outs := jsonLines[outcome](t, r.stdout)
+	switch {
+	case len(outs) != 1:
+		t.Fatalf("run after the interrupted runs: %+v, want one outcome", outs)
+	case termCompacted && outs[0].Status != "not_due":
+		t.Errorf("run after a compaction: %+v, want not_due", outs[0])
+	case !termCompacted && (outs[0].Status != "succeeded" || outs[0].Compact == nil ||
+		outs[0].Compact.FilesIn != genAppends || outs[0].Compact.FilesOut != genPartitions):
+		t.Errorf("run after the interrupted runs: %+v (%+v); want succeeded rewriting %d files into %d",
+			outs[0], outs[0].Compact, genAppends, genPartitions)
+	}
+	done := w.state(t, name)
+	if !done.compacted() || done.parentID != before.snapshotID {
+		t.Errorf("after the later run: current snapshot %d (operation %q, parent %d), want a compaction on top of %d",
+			done.snapshotID, done.operation, done.parentID, before.snapshotID)
+	}
+	if done.rows != before.rows || done.sum != before.sum {
+		t.Errorf("after the later run: %d rows, checksum %016x; before %d, %016x", done.rows, done.sum, before.rows, before.sum)
+	}
+	v := verifyMetadataURI(t, done.metadata)
+	if v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != genPartitions {
+		t.Errorf("verifier after the later run: %d rows, checksum %s, %d files; before %d, %s; want %d files",
+			v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, genPartitions)
+	}
+	if h := tableHealth(t, w, name); h.DataFiles != genPartitions || h.CommitsSinceCompaction != 0 {
+		t.Errorf("status after the later run: %+v, want %d data files and 0 commits since compaction", h, genPartitions)
+	}
+}
+
+// tableHealth runs `maintainer status` on one generated table.
+func tableHealth(t *testing.T, w *genWarehouse, name string) health {
+	t.Helper()
+	r := runMaintainer(t, w.dir, "status", "--config", w.cfg, "--table", genNamespace+"."+name, "--output", "json")
+	expectCode(t, r, 0, "status")
+	hs := jsonLines[health](t, r.stdout)
+	if len(hs) != 1 || hs[0].Error != "" {
+		t.Fatalf("status of %s: %+v", name, hs)
+	}
+	return hs[0]
+}
