@@ -4,8 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -35,9 +39,11 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	}
 	b.SetBytes(plan.InputBytes())
 	b.ReportAllocs()
+	peak := watchHeap()
+	defer func() { b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MiB") }()
 	b.ResetTimer()
 	for range b.N {
-		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: 16384, WriteBufferBatches: 4}, res: &Result{}, log: discardLogger()}
+		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4)}, res: &Result{}, log: discardLogger()}
 		sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 		var wg sync.WaitGroup
 		for i := range plan.Groups {
@@ -55,6 +61,38 @@ func BenchmarkRewriteGroups(b *testing.B) {
 		}
 		wg.Wait()
 	}
+}
+
+// watchHeap samples the live heap every few milliseconds; the returned
+// func stops sampling and gives the largest value seen.
+func watchHeap() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				metrics.Read(sample)
+				if v := sample[0].Value.Uint64(); v > peak.Load() {
+					peak.Store(v)
+					// BENCH_HEAPPROF=file keeps a heap profile taken at the peak.
+					if path := os.Getenv("BENCH_HEAPPROF"); path != "" && v > 64<<20 {
+						if f, err := os.Create(path); err == nil {
+							runtime.GC()
+							_ = pprof.WriteHeapProfile(f)
+							f.Close()
+						}
+					}
+				}
+			}
+		}
+	}()
+	return func() uint64 { close(done); return peak.Load() }
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,157 @@
+// Package s3test starts an in-process S3-protocol server (gofakes3 with its
+// in-memory backend, behind httptest) for tests that make real aws-sdk-go-v2
+// calls over HTTP. It counts requests by S3 operation, can fail chosen
+// requests, and has a clock the test advances, so that object modification
+// times can be made old without sleeping.
+//
+// Only tests import this package.
+package s3test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+// Credentials and region the server accepts (it does not check them).
+const (
+	AccessKeyID     = "test-access-key"
+	SecretAccessKey = "test-secret-key"
+	Region          = "us-east-1"
+)
+
+// Server is a running fake S3.
+type Server struct {
+	URL     string // http://127.0.0.1:port, the s3.endpoint
+	Clock   *Clock // the time the backend stamps objects with
+	Backend *s3mem.Backend
+
+	mu     sync.Mutex
+	counts map[string]int
+	fail   func(op string, r *http.Request) bool
+}
+
+// Start starts a server with the given buckets; it stops when the test ends.
+func Start(t testing.TB, buckets ...string) *Server {
+	t.Helper()
+	s := &Server{Clock: NewClock(time.Now()), counts: map[string]int{}}
+	s.Backend = s3mem.New(s3mem.WithTimeSource(s.Clock))
+	faker := gofakes3.New(s.Backend, gofakes3.WithTimeSkewLimit(0), gofakes3.WithTimeSource(s.Clock))
+	inner := faker.Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := Op(r)
+		s.mu.Lock()
+		s.counts[op]++
+		fail := s.fail
+		s.mu.Unlock()
+		if fail != nil && fail(op, r) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>injected failure</Message></Error>`))
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	for _, b := range buckets {
+		if err := s.Backend.CreateBucket(b); err != nil {
+			t.Fatalf("s3test: create bucket %s: %v", b, err)
+		}
+	}
+	return s
+}
+
+// Props are the iceberg-go (and maintainer) properties that reach the server.
+func (s *Server) Props() map[string]string {
+	return map[string]string{
+		"s3.endpoint":          s.URL,
+		"s3.region":            Region,
+		"s3.access-key-id":     AccessKeyID,
+		"s3.secret-access-key": SecretAccessKey,
+		"s3.path-style-access": "true",
+	}
+}
+
+// Count returns the number of requests of operation op (see Op) so far.
+func (s *Server) Count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[op]
+}
+
+// ResetCounts zeroes the request counters.
+func (s *Server) ResetCounts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts = map[string]int{}
+}
+
+// FailWhen makes every request for which fail returns true answer 403
+// AccessDenied (not retried by the SDK); nil stops failing.
+func (s *Server) FailWhen(fail func(op string, r *http.Request) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = fail
+}
+
+// Op names the S3 operation of a path-style request: ListObjectsV2,
+// ListObjects, DeleteObjects, DeleteObject, PutObject, GetObject, HeadObject,
+// or the method and "bucket"/"object" for anything else.
+func Op(r *http.Request) string {
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	isObject := strings.Contains(strings.TrimSuffix(path, "/"), "/")
+	q := r.URL.Query()
+	switch {
+	case !isObject && r.Method == http.MethodGet && q.Get("list-type") == "2":
+		return "ListObjectsV2"
+	case !isObject && r.Method == http.MethodGet && path != "":
+		return "ListObjects"
+	case !isObject && r.Method == http.MethodPost && q.Has("delete"):
+		return "DeleteObjects"
+	case isObject && r.Method == http.MethodDelete:
+		return "DeleteObject"
+	case isObject && r.Method == http.MethodPut:
+		return "PutObject"
+	case isObject && r.Method == http.MethodGet:
+		return "GetObject"
+	case isObject && r.Method == http.MethodHead:
+		return "HeadObject"
+	case isObject:
+		return r.Method + " object"
+	default:
+		return r.Method + " bucket"
+	}
+}
+
+// Clock is a settable, concurrency-safe gofakes3.TimeSource.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock standing at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Since returns Now() - t.
+func (c *Clock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
