@@ -9,6 +9,8 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
 // TaskSet holds the settings of each task, as written in defaults or in one
@@ -20,6 +22,8 @@ import (
 // Resolved, and one entry in the tasks table below.
 type TaskSet struct {
 	Compact *CompactSettings `yaml:"compact"`
+	Expire  *ExpireSettings  `yaml:"expire"`
+	Orphans *OrphansSettings `yaml:"orphans"`
 }
 
 // TableOverride is one entry of tables: settings applied on top of defaults
@@ -49,9 +53,33 @@ type CompactSettings struct {
 	RemoveDeadDeletes           *bool     `yaml:"remove_dead_deletes"`
 }
 
+// ExpireSettings is a partial expire.Config.
+type ExpireSettings struct {
+	Enabled           *bool     `yaml:"enabled"`
+	RetainLast        *int      `yaml:"retain_last"`
+	MaxSnapshotAge    *Duration `yaml:"max_snapshot_age"`
+	MaxRefAge         *Duration `yaml:"max_ref_age"`
+	DeleteConcurrency *int      `yaml:"delete_concurrency"`
+	CommitRetries     *int      `yaml:"commit_retries"`
+}
+
+// OrphansSettings is a partial orphans.Config.
+type OrphansSettings struct {
+	Enabled           *bool              `yaml:"enabled"`
+	MinAge            *Duration          `yaml:"min_age"`
+	EqualSchemes      *map[string]string `yaml:"equal_schemes"`
+	EqualAuthorities  *map[string]string `yaml:"equal_authorities"`
+	PrefixMismatch    *string            `yaml:"prefix_mismatch"`
+	Location          *string            `yaml:"location"`
+	ListConcurrency   *int               `yaml:"list_concurrency"`
+	DeleteConcurrency *int               `yaml:"delete_concurrency"`
+}
+
 // Resolved is the effective configuration of one table.
 type Resolved struct {
 	Compact compact.Config
+	Expire  expire.Config
+	Orphans orphans.Config
 	// Warnings name table properties that were ignored because they do not
 	// parse or are out of range; the caller logs them.
 	Warnings []string
@@ -86,13 +114,7 @@ var tasks = []taskSpec{{
 		return reflect.ValueOf(&c)
 	},
 	validate: func(v reflect.Value) []fieldProblem {
-		return fieldProblems(v.Interface().(*compact.Config).Validate(), func(err error) (fieldProblem, bool) {
-			var fe *validate.FieldError
-			if errors.As(err, &fe) {
-				return fieldProblem{field: fe.Field, value: fe.Value, msg: fe.Msg}, true
-			}
-			return fieldProblem{}, false
-		})
+		return asFieldProblems(v.Interface().(*compact.Config).Validate())
 	},
 	store: func(r *Resolved, v reflect.Value) { r.Compact = *v.Interface().(*compact.Config) },
 	fallbacks: []propFallback{{
@@ -109,7 +131,40 @@ var tasks = []taskSpec{{
 			return n, nil
 		},
 	}},
+}, {
+	key:   "expire",
+	block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(ts.Expire) },
+	defaults: func() reflect.Value {
+		c := expire.DefaultConfig()
+		return reflect.ValueOf(&c)
+	},
+	validate: func(v reflect.Value) []fieldProblem {
+		return asFieldProblems(v.Interface().(*expire.Config).Validate())
+	},
+	store: func(r *Resolved, v reflect.Value) { r.Expire = *v.Interface().(*expire.Config) },
+}, {
+	key:   "orphans",
+	block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(ts.Orphans) },
+	defaults: func() reflect.Value {
+		c := orphans.DefaultConfig()
+		return reflect.ValueOf(&c)
+	},
+	validate: func(v reflect.Value) []fieldProblem {
+		return asFieldProblems(v.Interface().(*orphans.Config).Validate())
+	},
+	store: func(r *Resolved, v reflect.Value) { r.Orphans = *v.Interface().(*orphans.Config) },
 }}
+
+// asFieldProblems turns a component's Validate error into field problems.
+func asFieldProblems(err error) []fieldProblem {
+	return fieldProblems(err, func(err error) (fieldProblem, bool) {
+		var fe *validate.FieldError
+		if errors.As(err, &fe) {
+			return fieldProblem{field: fe.Field, value: fe.Value, msg: fe.Msg}, true
+		}
+		return fieldProblem{}, false
+	})
+}
 
 // fieldProblem is a component's FieldError, made independent of its package.
 type fieldProblem struct {

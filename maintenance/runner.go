@@ -19,15 +19,19 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
 // Task names, in the order they run.
 const (
 	TaskCompact = "compact"
+	TaskExpire  = "expire"
+	TaskOrphans = "orphans"
 )
 
 // AllTasks lists the tasks in their fixed order.
-var AllTasks = []string{TaskCompact}
+var AllTasks = []string{TaskCompact, TaskExpire, TaskOrphans}
 
 // Outcome statuses, as JSON output and metrics show them.
 const (
@@ -45,6 +49,7 @@ var ErrUnavailable = errors.New("dependency unavailable")
 // Catalog is the part of an iceberg-go catalog the runner needs.
 type Catalog interface {
 	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
+	CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error)
 	ListTables(ctx context.Context, ns table.Identifier) iter.Seq2[table.Identifier, error]
 	ListNamespaces(ctx context.Context, parent table.Identifier) ([]table.Identifier, error)
 }
@@ -52,11 +57,14 @@ type Catalog interface {
 // Policy is the effective maintenance settings of one table.
 type Policy struct {
 	Compact compact.Config
+	Expire  expire.Config
+	Orphans orphans.Config
 }
 
 // Runner runs maintenance passes over the tables of one catalog.
 type Runner struct {
 	cat      Catalog
+	props    map[string]string
 	policy   func(ident string, props iceberg.Properties) (Policy, error)
 	selected func(ident string) bool
 	log      *slog.Logger
@@ -65,11 +73,14 @@ type Runner struct {
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
 type Deps struct {
-	Catalog  Catalog
-	Policy   func(ident string, props iceberg.Properties) (Policy, error)
-	Selected func(ident string) bool // managed by config and chosen by --table
-	Logger   *slog.Logger
-	Now      func() time.Time
+	Catalog Catalog
+	// CatalogProps are the catalog's properties; the orphan pass builds its
+	// S3 client from them (s3.endpoint, s3.region, credentials).
+	CatalogProps map[string]string
+	Policy       func(ident string, props iceberg.Properties) (Policy, error)
+	Selected     func(ident string) bool // managed by config and chosen by --table
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 func NewRunner(d Deps) *Runner {
@@ -79,7 +90,7 @@ func NewRunner(d Deps) *Runner {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Runner{cat: d.Catalog, policy: d.Policy, selected: d.Selected, log: d.Logger, now: d.Now}
+	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected, log: d.Logger, now: d.Now}
 }
 
 // Request says what one pass does.
@@ -99,6 +110,8 @@ type Outcome struct {
 	Error   string         `json:"error,omitempty"`
 	Seconds float64        `json:"duration_seconds"`
 	Compact *CompactReport `json:"compact,omitempty"`
+	Expire  *ExpireReport  `json:"expire,omitempty"`
+	Orphans *OrphansReport `json:"orphans,omitempty"`
 	failure error
 }
 
@@ -182,11 +195,15 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		switch task {
 		case TaskCompact:
 			o = r.compact(ctx, tbl, pol.Compact, req)
-			if o.Status == StatusSucceeded {
-				// Later tasks see the table as compaction left it.
-				if fresh, err := r.cat.LoadTable(ctx, ident); err == nil {
-					tbl = fresh
-				}
+		case TaskExpire:
+			o = r.expire(ctx, tbl, pol.Expire, req)
+		case TaskOrphans:
+			o = r.orphans(ctx, tbl, pol.Orphans, req)
+		}
+		if o.Status == StatusSucceeded {
+			// Later tasks see the table as this one left it.
+			if fresh, err := r.cat.LoadTable(ctx, ident); err == nil {
+				tbl = fresh
 			}
 		}
 		o.Table, o.Task = name, task

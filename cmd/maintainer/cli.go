@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -151,8 +153,9 @@ func (g *globals) setup(ctx context.Context) (*env, error) {
 		return nil, unavailableError{err}
 	}
 	runner := maintenance.NewRunner(maintenance.Deps{
-		Catalog: cat,
-		Policy:  policyFunc(cfg, log),
+		Catalog:      cat,
+		CatalogProps: cfg.Catalog.Properties(),
+		Policy:       policyFunc(cfg, log),
 		Selected: func(ident string) bool {
 			if !cfg.Managed(ident) {
 				return false
@@ -178,7 +181,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact}, nil
+		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans}, nil
 	}
 }
 
@@ -291,6 +294,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
 	return nil
 }
 
+// textListLimit bounds the lines one list takes in text output.
+const textListLimit = 20
+
 func (g *globals) printOutcome(o maintenance.Outcome) error {
 	if g.output == "json" {
 		return json.NewEncoder(g.stdout).Encode(o)
@@ -326,6 +332,49 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 		for _, f := range c.GroupsFailed {
 			fmt.Fprintf(w, "  failed group %s\n", f)
+		}
+	}
+	if r := o.Expire; r != nil && o.Status == maintenance.StatusPlanned {
+		for i, e := range r.Expired {
+			if i == textListLimit {
+				fmt.Fprintf(w, "  ... and %d more snapshots (--output json lists all)\n", len(r.Expired)-i)
+				break
+			}
+			fmt.Fprintf(w, "  expire snapshot %d (%s): %s\n", e.SnapshotID, e.Timestamp.UTC().Format("2006-01-02 15:04Z"), e.Reason)
+		}
+		for _, ref := range r.RemovedRefs {
+			fmt.Fprintf(w, "  remove %s %s: %s\n", ref.Type, ref.Name, ref.Reason)
+		}
+		if r.FilesBlocked != "" {
+			fmt.Fprintf(w, "  no file will be deleted: %s\n", r.FilesBlocked)
+		}
+	}
+	if r := o.Orphans; r != nil {
+		if o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusSucceeded {
+			verb := "delete"
+			if o.Status == maintenance.StatusSucceeded {
+				verb = "deleted"
+			}
+			for i, c := range r.Candidates {
+				if i == textListLimit {
+					fmt.Fprintf(w, "  ... and %d more files (--output json lists all)\n", len(r.Candidates)-i)
+					break
+				}
+				fmt.Fprintf(w, "  %s %s (%s, modified %s, %s old)\n", verb, c.Path, maintenance.HumanBytes(c.Size),
+					c.Modified.UTC().Format("2006-01-02 15:04Z"), c.Age.Round(time.Minute))
+			}
+			// Kept files are many (young metadata, staging folders): count
+			// them by reason; --output json lists each.
+			kept := map[string]int{}
+			for _, s := range r.Skipped {
+				kept[s.Reason]++
+			}
+			for _, reason := range slices.Sorted(maps.Keys(kept)) {
+				fmt.Fprintf(w, "  keep %d unreferenced file(s): %s\n", kept[reason], reason)
+			}
+		}
+		for _, f := range r.Failed {
+			fmt.Fprintf(w, "  failed to delete %s\n", f)
 		}
 	}
 	return nil

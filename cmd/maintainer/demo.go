@@ -60,7 +60,7 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	// The demo's warehouse is the embedded default config's: write it out so
 	// that the other commands can be pointed at it afterwards.
 	cfgPath := filepath.Join(dir, "maintainer.yaml")
-	cfgText := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", filepath.ToSlash(dir))
+	cfgText := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", filepath.ToSlash(dir)) + demoOverride
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", cfgPath, err)
 	}
@@ -83,6 +83,16 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	}
 	fmt.Fprintf(w, "   written in %s\n\n", time.Since(start).Round(100*time.Millisecond))
 
+	planted, err := plantOrphans(tbl.Location())
+	if err != nil {
+		return fmt.Errorf("plant the demo's orphan files: %w", err)
+	}
+	fmt.Fprintln(w, "   A crashed job also left files no snapshot references (orphans):")
+	for _, p := range planted {
+		fmt.Fprintf(w, "   - %s (%s)\n", p.rel, p.why)
+	}
+	fmt.Fprintln(w)
+
 	runner := maintenance.NewRunner(maintenance.Deps{
 		Catalog:  cat,
 		Policy:   policyFunc(cfg, g.logger()),
@@ -100,7 +110,7 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	}
 	fmt.Fprintf(w, "  live rows %d, content checksum %016x\n\n", rowsBefore, sumBefore)
 
-	fmt.Fprintln(w, "3. The plan (maintainer plan): which files are rewritten and why:")
+	fmt.Fprintln(w, "3. The plan (maintainer plan): what each task would do, and why:")
 	for _, o := range runner.RunTable(ctx, ident, maintenance.Request{DryRun: true}) {
 		if err := g.printOutcome(o); err != nil {
 			return err
@@ -108,8 +118,12 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "4. Maintenance (maintainer run): each group is read with its deletes applied,")
-	fmt.Fprintln(w, "   rewritten, its rows counted on both sides, and committed as one snapshot:")
+	fmt.Fprintln(w, "4. Maintenance (maintainer run), in order compact -> expire -> orphans. Compaction reads")
+	fmt.Fprintln(w, "   each group with its deletes applied, counts its rows on both sides and commits one")
+	fmt.Fprintln(w, "   snapshot; expiry keeps the current snapshot (this demo's override: retain_last 1,")
+	fmt.Fprintln(w, "   max_snapshot_age 1s) and deletes the files only expired snapshots referenced; orphan")
+	fmt.Fprintln(w, "   removal deletes unreferenced files older than min_age (72h), and keeps young ones and")
+	fmt.Fprintln(w, "   hidden staging folders:")
 	failed := false
 	for _, o := range runner.RunTable(ctx, ident, maintenance.Request{}) {
 		failed = failed || o.Status == maintenance.StatusFailed
@@ -138,8 +152,65 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	if failed {
 		return errTasksFailed
 	}
-	fmt.Fprintf(w, "Result: %d data files became %d; every row is unchanged (same count, same checksum).\n",
-		before.DataFiles, after.DataFiles)
+	fmt.Fprintf(w, "Result: %d data files became %d, %d snapshots became %d; every row is unchanged (same count,\nsame checksum).\n",
+		before.DataFiles, after.DataFiles, before.Snapshots, after.Snapshots)
+	for _, p := range planted {
+		_, err := os.Stat(p.path)
+		state := "removed"
+		if err == nil {
+			state = "kept"
+		}
+		fmt.Fprintf(w, "Orphan %s: %s (%s)\n", p.rel, state, p.why)
+		if (state == "removed") != p.old {
+			return fmt.Errorf("orphan %s was %s, which is wrong: %s", p.rel, state, p.why)
+		}
+	}
 	fmt.Fprintf(w, "Explore it: maintainer status --config %s\n", cfgPath)
 	return nil
+}
+
+// demoOverride makes the demo's young snapshots expire: in production the
+// default max_snapshot_age is 5 days (or the table's history.expire.*).
+const demoOverride = `tables:
+  - match: "demo.events"
+    expire:
+      retain_last: 1
+      max_snapshot_age: 1s
+`
+
+type plantedFile struct {
+	path, rel, why string
+	old            bool // older than min_age: must be removed
+}
+
+// plantOrphans leaves what crashed writers leave: unreferenced files, some
+// old, one young, one in a hidden staging folder.
+func plantOrphans(location string) ([]plantedFile, error) {
+	root := strings.TrimPrefix(location, "file://")
+	old := time.Now().Add(-10 * 24 * time.Hour)
+	files := []plantedFile{
+		{rel: "data/event_time_day=2024-01-03/00000-crashed-writer.parquet", why: "10 days old: removed", old: true},
+		{rel: "data/00001-failed-compaction.parquet", why: "10 days old: removed", old: true},
+		{rel: "metadata/snap-123-1-abandoned.avro", why: "10 days old: removed", old: true},
+		{rel: "data/event_time_day=2024-01-04/00002-in-flight.parquet", why: "1 hour old, younger than min_age 72h: kept"},
+		{rel: "data/_temporary/0/part-00000.parquet", why: "10 days old, but in a hidden staging folder: kept"},
+	}
+	for i := range files {
+		f := &files[i]
+		f.path = filepath.Join(root, filepath.FromSlash(f.rel))
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f.path, []byte("not referenced by any snapshot\n"), 0o644); err != nil {
+			return nil, err
+		}
+		mtime := time.Now().Add(-time.Hour)
+		if f.old || strings.Contains(f.rel, "_temporary") {
+			mtime = old
+		}
+		if err := os.Chtimes(f.path, mtime, mtime); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }

@@ -1,0 +1,327 @@
+package expire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// Sentinel errors of Execute; callers classify with errors.Is.
+var (
+	// ErrConflict: concurrent commits kept conflicting until CommitRetries
+	// ran out. Nothing was committed or deleted.
+	ErrConflict = errors.New("conflicting concurrent commit")
+	// ErrCommitUnknown: the catalog did not say whether the commit landed.
+	// Nothing is deleted; the next run re-plans from fresh metadata.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+	// ErrRefLost: a branch or tag that someone else created meanwhile went
+	// with the expired snapshots and could not be restored. Nothing is
+	// deleted, so the ref's files are all still there.
+	ErrRefLost = errors.New("a branch or tag was lost by the expiry commit")
+	// ErrUnverifiable: after the commit, the refs or the files the fresh
+	// metadata references could not be established. Nothing is deleted.
+	ErrUnverifiable = errors.New("cannot prove the planned files unreferenced")
+)
+
+// errRefsChanged marks our own requirement failing: a conflict to re-plan.
+var errRefsChanged = errors.New("refs changed since planning")
+
+// TableLoader loads and commits tables; an iceberg-go catalog.Catalog (and
+// table.CatalogIO) satisfies it. Execute commits through CommitTable
+// directly, so that the commit carries exactly the plan's updates and
+// requirements and iceberg-go's own retry (which rewrites ref requirements
+// to the new heads) never applies.
+type TableLoader interface {
+	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
+	CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error)
+}
+
+// Options carry what Execute needs besides the plan.
+type Options struct {
+	Logger *slog.Logger
+	// Test hooks: beforeCommit runs before each commit attempt, afterCommit
+	// once the commit landed, wrapIO around the IO that deletes.
+	beforeCommit func(attempt int) error
+	afterCommit  func() error
+	wrapIO       func(iceio.IO) iceio.IO
+}
+
+// Result is what an expiration run did.
+type Result struct {
+	Committed          bool     `json:"committed"`
+	MetadataLocation   string   `json:"metadata_location,omitempty"`
+	CommitRetries      int      `json:"commit_retries"`
+	ExpiredSnapshotIDs []int64  `json:"expired_snapshot_ids,omitempty"`
+	RefsRemoved        []string `json:"refs_removed,omitempty"`
+	RefsRestored       []string `json:"refs_restored,omitempty"`
+	RefsLost           []string `json:"refs_lost,omitempty"`
+	// Deleted counts files and bytes deleted, by kind.
+	Deleted map[FileKind]Count `json:"deleted"`
+	// FilesKept are planned files the fresh metadata references again; they
+	// were not deleted.
+	FilesKept int `json:"files_kept"`
+	// FilesMissing were already gone when deleted.
+	FilesMissing int `json:"files_missing"`
+	// FilesFailed could not be deleted; DeleteFailures lists the first
+	// thousand. They are left for the orphan pass.
+	FilesFailed    int             `json:"files_failed"`
+	DeleteFailures []DeleteFailure `json:"delete_failures,omitempty"`
+	FilesBlocked   string          `json:"files_blocked,omitempty"`
+}
+
+// Count is a number of files and their bytes.
+type Count struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// DeleteFailure is a file that could not be deleted; it is left for the
+// orphan pass.
+type DeleteFailure struct {
+	Path string   `json:"path"`
+	Kind FileKind `json:"kind"`
+	Err  string   `json:"error"`
+}
+
+// SnapshotsExpired is the number of snapshots the commit removed.
+func (r *Result) SnapshotsExpired() int { return len(r.ExpiredSnapshotIDs) }
+
+// FilesDeleted and BytesDeleted sum Deleted over the kinds.
+func (r *Result) FilesDeleted() (n int) {
+	for _, c := range r.Deleted {
+		n += c.Files
+	}
+	return n
+}
+
+func (r *Result) BytesDeleted() (n int64) {
+	for _, c := range r.Deleted {
+		n += c.Bytes
+	}
+	return n
+}
+
+// Execute commits the plan's snapshot and ref removals, checks that no ref
+// was lost, and deletes the planned files that the freshly loaded metadata
+// does not reference.
+//
+// The commit requires the refs to be exactly those planned; on a conflict
+// the table is re-loaded and re-planned (never beyond the given plan) up to
+// CommitRetries times. A cancelled ctx before the commit commits nothing;
+// after it, deletes nothing more. An empty plan writes nothing. A failed
+// delete is reported in Result, not as an error.
+func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
+	res := &Result{Deleted: map[FileKind]Count{}}
+	if plan.Empty() {
+		return res, nil
+	}
+	if err := cfg.Validate(); err != nil {
+		return res, fmt.Errorf("invalid expiration config: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	name := strings.Join(tbl.Identifier(), ".")
+	log := opts.Logger.With("table", name, "task", "expire")
+	ident := tbl.Identifier()
+
+	cur := plan
+	var committed table.Metadata
+	var req *refsRequirement
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() == nil && opts.beforeCommit != nil {
+			if err := opts.beforeCommit(attempt); err != nil {
+				return res, err
+			}
+		}
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("expire %s: stopped before commit, nothing changed: %w", name, context.Cause(ctx))
+		}
+		req = newRefsRequirement(cur)
+		meta, loc, err := cat.CommitTable(ctx, ident, requirements(cur, req), updates(cur))
+		if err == nil {
+			committed, res.MetadataLocation = meta, loc
+			break
+		}
+		switch {
+		case errors.Is(err, ErrGCDisabled):
+			return res, fmt.Errorf("commit expiry of %s: %w", name, ErrGCDisabled)
+		case !isConflict(err):
+			return res, fmt.Errorf("%w: commit expiry of %s: %v", ErrCommitUnknown, name, err)
+		case attempt >= cfg.CommitRetries:
+			return res, fmt.Errorf("%w: commit expiry of %s, %d attempts: %v", ErrConflict, name, attempt+1, err)
+		}
+		res.CommitRetries++
+		log.Info("expiry commit conflicted; re-planning", "attempt", attempt+1, "err", err)
+		select { // back off so that a busy writer can finish
+		case <-time.After(min(50*time.Millisecond<<attempt, 5*time.Second)):
+		case <-ctx.Done():
+			return res, fmt.Errorf("expire %s: stopped before commit, nothing changed: %w", name, context.Cause(ctx))
+		}
+		fresh, err := cat.LoadTable(ctx, ident)
+		if err != nil {
+			return res, fmt.Errorf("re-load %s after a commit conflict: %w", name, err)
+		}
+		next, err := planTable(ctx, fresh, cfg, plan.Now, cur)
+		if err != nil {
+			return res, fmt.Errorf("re-plan expiry of %s after a commit conflict: %w", name, err)
+		}
+		if next.Empty() {
+			log.Info("nothing left to expire after a concurrent commit")
+			return res, nil
+		}
+		cur = next
+	}
+	res.Committed = true
+	res.ExpiredSnapshotIDs = cur.ExpiredIDs()
+	for _, r := range cur.RemovedRefs {
+		res.RefsRemoved = append(res.RefsRemoved, r.Name)
+	}
+	log.Info("snapshots expired", "snapshots", len(res.ExpiredSnapshotIDs), "refs_removed", len(res.RefsRemoved),
+		"metadata", res.MetadataLocation)
+
+	if opts.afterCommit != nil {
+		if err := opts.afterCommit(); err != nil {
+			return res, err
+		}
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("expire %s: committed, then stopped before deleting files, none deleted: %w", name, context.Cause(ctx))
+	}
+	fresh, err := checkRefs(ctx, cat, ident, committed, cur, req, res, log)
+	if err != nil {
+		return res, stopped(ctx, name, fmt.Errorf("expire %s: %w", name, err))
+	}
+	if cur.FilesBlocked != "" {
+		res.FilesBlocked = cur.FilesBlocked
+		log.Warn("no file deleted", "reason", cur.FilesBlocked)
+		return res, nil
+	}
+	if len(cur.Files) == 0 {
+		return res, nil
+	}
+	if !gcEnabled(fresh.Properties()) {
+		return res, fmt.Errorf("expire %s: deleting files: %w", name, ErrGCDisabled)
+	}
+	fs, err := fresh.FS(ctx)
+	if err != nil {
+		return res, fmt.Errorf("open IO of %s: %w", name, err)
+	}
+	refd, err := referencedNow(ctx, fs, fresh.Metadata(), cur)
+	if err != nil {
+		return res, stopped(ctx, name, fmt.Errorf("%w: %s: %v", ErrUnverifiable, name, err))
+	}
+	deletable := slices.DeleteFunc(slices.Clone(cur.Files), func(f File) bool { return refd[key(f.Path)] })
+	res.FilesKept = len(cur.Files) - len(deletable)
+	if res.FilesKept > 0 {
+		log.Warn("planned files are referenced again; kept", "files", res.FilesKept)
+	}
+	if opts.wrapIO != nil {
+		fs = opts.wrapIO(fs)
+	}
+	deleteFiles(ctx, fs, deletable, cfg.DeleteConcurrency, res, log)
+	log.Info("files deleted", "files", res.FilesDeleted(), "bytes", res.BytesDeleted(),
+		"failed", res.FilesFailed, "missing", res.FilesMissing)
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("expire %s: stopped while deleting files: %w", name, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// stopped reports a cancellation as such (a cancelled run is not a failed
+// one) when ctx ended while err happened.
+func stopped(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("expire %s: committed, then stopped before deleting files, none deleted: %w", name, context.Cause(ctx))
+	}
+	return err
+}
+
+func updates(p *Plan) []table.Update {
+	ups := make([]table.Update, 0, len(p.RemovedRefs)+1)
+	for _, r := range p.RemovedRefs {
+		ups = append(ups, table.NewRemoveSnapshotRefUpdate(r.Name))
+	}
+	if len(p.Expired) > 0 {
+		// postCommit=false: iceberg-go's own file cleanup must never run.
+		ups = append(ups, table.NewRemoveSnapshotsUpdate(p.ExpiredIDs(), false))
+	}
+	return ups
+}
+
+func requirements(p *Plan, own *refsRequirement) []table.Requirement {
+	reqs := []table.Requirement{table.AssertTableUUID(own.uuid)}
+	for _, name := range slices.Sorted(maps.Keys(p.Refs)) {
+		id := p.Refs[name]
+		reqs = append(reqs, table.AssertRefSnapshotID(name, &id))
+	}
+	return append(reqs, own)
+}
+
+// refsRequirement asserts that the table has exactly the planned refs, at
+// the planned snapshots, and still has gc enabled. Iceberg has no standard
+// requirement for "no new ref": without it a tag created on an expiring
+// snapshot after planning would silently go with the snapshot. Catalogs
+// that validate requirements in-process against the metadata they commit on
+// (sql, hadoop, glue, hive in iceberg-go) enforce it. A REST server only
+// knows the spec's requirements, so it is sent as assert-table-uuid, and
+// checkRefs detects a lost ref after the commit instead.
+type refsRequirement struct {
+	uuid      uuid.UUID
+	refs      map[string]int64
+	validated atomic.Bool // Validate passed: the commit's base had exactly refs
+}
+
+func newRefsRequirement(p *Plan) *refsRequirement {
+	return &refsRequirement{uuid: uuid.MustParse(p.TableUUID), refs: p.Refs}
+}
+
+func (r *refsRequirement) GetType() string { return "assert-table-uuid" }
+
+func (r *refsRequirement) MarshalJSON() ([]byte, error) {
+	return json.Marshal(table.AssertTableUUID(r.uuid))
+}
+
+func (r *refsRequirement) Validate(meta table.Metadata) error {
+	if meta == nil {
+		return errors.New("requirement failed: table does not exist")
+	}
+	if !gcEnabled(meta.Properties()) {
+		return fmt.Errorf("requirement failed: %w", ErrGCDisabled)
+	}
+	n := 0
+	for name, ref := range meta.Refs() {
+		n++
+		id, ok := r.refs[name]
+		if !ok {
+			return fmt.Errorf("requirement failed: %w: %s %q was created", errRefsChanged, ref.SnapshotRefType, name)
+		}
+		if id != ref.SnapshotID {
+			return fmt.Errorf("requirement failed: %w: %s %q moved to snapshot %d", errRefsChanged, ref.SnapshotRefType, name, ref.SnapshotID)
+		}
+	}
+	if n != len(r.refs) {
+		return fmt.Errorf("requirement failed: %w: a ref was removed", errRefsChanged)
+	}
+	r.validated.Store(true)
+	return nil
+}
+
+// isConflict reports a commit that definitely did not land because the
+// table changed: a lost compare-and-swap or a failed requirement (the SQL
+// and hadoop catalogs return the latter as plain errors).
+func isConflict(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || errors.Is(err, errRefsChanged) ||
+		strings.Contains(strings.ToLower(err.Error()), "requirement failed")
+}

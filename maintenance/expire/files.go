@@ -1,0 +1,392 @@
+package expire
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+)
+
+// readConcurrency is how many manifest lists or manifests are read at once.
+// Reads are small and latency-bound on object stores.
+const readConcurrency = 8
+
+// noStats skips column bounds and counts when decoding manifest entries:
+// only paths, content and status are needed here.
+var noStats = iceberg.ManifestEntryProjection{IncludePruningStats: false}
+
+// planFiles finds the files that only expired snapshots reference: their
+// manifest lists, the manifests no retained snapshot lists, the data and
+// delete files of those manifests that no retained manifest holds live, and
+// the statistics files of expired snapshots. Each manifest is read once and
+// its entries streamed; each manifest list is scanned once for its paths,
+// and decoded in full again only when one of its manifests must be opened.
+// Memory is bounded by the candidates and the retained manifest paths.
+func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[int64]bool, p *Plan) error {
+	expired := make(map[int64]bool, len(p.Expired))
+	for _, e := range p.Expired {
+		expired[e.SnapshotID] = true
+	}
+	var kept, gone []table.Snapshot
+	for _, s := range meta.Snapshots() {
+		if expired[s.SnapshotID] {
+			gone = append(gone, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+
+	var mu sync.Mutex
+	p.retained = make(map[int64]string, len(kept))
+	p.retainedManifests = map[string]struct{}{}
+	retainedLists := map[string]struct{}{}
+	err := forEach(ctx, kept, func(s table.Snapshot) error {
+		var paths []string
+		_, err := visitList(fs, s, func(path []byte, _ int64) { paths = append(paths, key(string(path))) })
+		mu.Lock()
+		defer mu.Unlock()
+		p.retained[s.SnapshotID] = s.ManifestList
+		retainedLists[key(s.ManifestList)] = struct{}{}
+		if missing(err) {
+			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Retained: true, Err: err.Error()})
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read manifest list of retained snapshot %d: %w", s.SnapshotID, err)
+		}
+		for _, k := range paths {
+			p.retainedManifests[k] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if p.blocked() {
+		return nil
+	}
+
+	files := map[string]File{}              // by key
+	candFrom := map[string]table.Snapshot{} // candidate manifest -> a snapshot listing it
+	err = forEach(ctx, gone, func(s table.Snapshot) error {
+		// Most paths here are retained ones: look them up without copying.
+		var cands []string
+		size, err := visitList(fs, s, func(path []byte, _ int64) {
+			if !retainedKey(p.retainedManifests, path) {
+				cands = append(cands, key(string(path)))
+			}
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if missing(err) {
+			// Its unique files cannot be known; they stay for the orphan pass.
+			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Err: err.Error()})
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read manifest list of expiring snapshot %d: %w", s.SnapshotID, err)
+		}
+		if _, ok := retainedLists[key(s.ManifestList)]; s.ManifestList != "" && !ok {
+			files[key(s.ManifestList)] = File{Path: s.ManifestList, Kind: KindManifestList, Size: size}
+		}
+		for _, k := range cands {
+			if _, seen := candFrom[k]; !seen {
+				candFrom[k] = s
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Reading entries needs the full manifest records (spec, content,
+	// sequence numbers): re-read only the lists that named a candidate.
+	candMans, err := manifestsOf(ctx, fs, distinctSnapshots(candFrom), func(k string) bool { _, ok := candFrom[k]; return ok })
+	if err != nil {
+		return err
+	}
+	if len(candMans) != len(candFrom) {
+		return fmt.Errorf("manifest lists decode inconsistently: %d candidate manifests, %d found again", len(candFrom), len(candMans))
+	}
+
+	// Data and delete files of the manifests that leave with the expired
+	// snapshots; all entries, since a DELETED entry names a file that some
+	// older, possibly expired, snapshot read.
+	var hasContent bool
+	err = forEach(ctx, candMans, func(m iceberg.ManifestFile) error {
+		var local []File
+		for e, err := range iceberg.EntriesWithProjection(fs, m, false, noStats) {
+			if missing(err) {
+				mu.Lock()
+				p.Unreadable = append(p.Unreadable, Unreadable{Path: m.FilePath(), Err: err.Error()})
+				mu.Unlock()
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			df := e.DataFile()
+			local = append(local, File{Path: df.FilePath(), Kind: contentKind(df.ContentType()), Size: df.FileSizeBytes()})
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		files[key(m.FilePath())] = File{Path: m.FilePath(), Kind: KindManifest, Size: m.Length()}
+		for _, f := range local {
+			files[key(f.Path)] = f
+			hasContent = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// Keep every data or delete file that a retained manifest holds live.
+	// files is only read while the manifests are scanned.
+	if hasContent {
+		retainedMans, err := manifestsOf(ctx, fs, kept, func(string) bool { return true })
+		if err != nil {
+			return err
+		}
+		var live []string
+		err = forEach(ctx, retainedMans, func(m iceberg.ManifestFile) error {
+			var hits []string
+			for e, err := range iceberg.EntriesWithProjection(fs, m, true, noStats) {
+				if missing(err) {
+					mu.Lock()
+					p.Unreadable = append(p.Unreadable, Unreadable{Path: m.FilePath(), Retained: true, Err: err.Error()})
+					mu.Unlock()
+					return nil
+				} else if err != nil {
+					return fmt.Errorf("read retained manifest %s: %w", m.FilePath(), err)
+				}
+				if _, ok := files[key(e.DataFile().FilePath())]; ok {
+					hits = append(hits, key(e.DataFile().FilePath()))
+				}
+			}
+			mu.Lock()
+			live = append(live, hits...)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range live {
+			delete(files, k)
+		}
+		if p.blocked() {
+			return nil
+		}
+	}
+
+	// Statistics of expired snapshots, unless a retained one shares the file.
+	for sf := range meta.Statistics() {
+		if expired[sf.SnapshotID] && sf.StatisticsPath != "" {
+			files[key(sf.StatisticsPath)] = File{Path: sf.StatisticsPath, Kind: KindStatistics, Size: sf.FileSizeInBytes}
+		}
+	}
+	for sf := range meta.PartitionStatistics() {
+		if expired[sf.SnapshotID] && sf.StatisticsPath != "" {
+			files[key(sf.StatisticsPath)] = File{Path: sf.StatisticsPath, Kind: KindPartitionStatistics, Size: sf.FileSizeInBytes}
+		}
+	}
+	for path := range statisticsPaths(meta, expired) {
+		delete(files, key(path))
+	}
+
+	p.Files = slices.SortedFunc(maps.Values(files), func(a, b File) int {
+		return cmp.Or(cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)), strings.Compare(a.Path, b.Path))
+	})
+	slices.SortFunc(p.Unreadable, func(a, b Unreadable) int { return strings.Compare(a.Path, b.Path) })
+	return nil
+}
+
+// blocked drops every planned file when a retained snapshot or manifest
+// could not be read, and says so.
+func (p *Plan) blocked() bool {
+	if !slices.ContainsFunc(p.Unreadable, func(u Unreadable) bool { return u.Retained }) {
+		return false
+	}
+	p.FilesBlocked = BlockedUnreadable
+	p.Files = nil
+	return true
+}
+
+// referencedNow returns the keys of the planned files that the fresh
+// metadata references: through any of its snapshots' manifest lists,
+// manifests and live entries, or its statistics. Files are immutable, so a
+// manifest list or manifest the plan already weighed is not read again. Any
+// read error is returned: a file that cannot be proven unreferenced is not
+// deleted.
+func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Plan) (map[string]bool, error) {
+	planned := make(map[string]FileKind, len(p.Files))
+	hasContent := false
+	for _, f := range p.Files {
+		planned[key(f.Path)] = f.Kind
+		hasContent = hasContent || isContent(f.Kind)
+	}
+	var mu sync.Mutex
+	refd := map[string]bool{}
+	mark := func(path string) {
+		if _, ok := planned[key(path)]; ok {
+			mu.Lock()
+			refd[key(path)] = true
+			mu.Unlock()
+		}
+	}
+	for path := range statisticsPaths(meta, nil) {
+		mark(path)
+	}
+	var fresh []table.Snapshot
+	for _, s := range meta.Snapshots() {
+		mark(s.ManifestList)
+		if list, ok := p.retained[s.SnapshotID]; !ok || list != s.ManifestList {
+			fresh = append(fresh, s)
+		}
+	}
+	var newMans []iceberg.ManifestFile
+	err := forEach(ctx, fresh, func(s table.Snapshot) error {
+		mans, err := readManifestList(fs, s)
+		if err != nil {
+			return fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		}
+		for _, m := range mans {
+			mark(m.FilePath())
+			if _, known := p.retainedManifests[key(m.FilePath())]; !known {
+				mu.Lock()
+				newMans = append(newMans, m)
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if err != nil || !hasContent {
+		return refd, err
+	}
+	err = forEach(ctx, newMans, func(m iceberg.ManifestFile) error {
+		for e, err := range iceberg.EntriesWithProjection(fs, m, true, noStats) {
+			if err != nil {
+				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			mark(e.DataFile().FilePath())
+		}
+		return nil
+	})
+	return refd, err
+}
+
+// statisticsPaths lists the statistics files of the snapshots not in skip.
+func statisticsPaths(meta table.Metadata, skip map[int64]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for sf := range meta.Statistics() {
+			if !skip[sf.SnapshotID] && sf.StatisticsPath != "" && !yield(sf.StatisticsPath) {
+				return
+			}
+		}
+		for sf := range meta.PartitionStatistics() {
+			if !skip[sf.SnapshotID] && sf.StatisticsPath != "" && !yield(sf.StatisticsPath) {
+				return
+			}
+		}
+	}
+}
+
+// key normalises a location for comparison only (files are deleted by their
+// recorded path): s3a:// and s3n:// name the same objects as s3://, and
+// file:///p, file:/p and /p the same local file. Treating them as one can
+// only keep more files, never fewer.
+func key(path string) string {
+	for _, alias := range []string{"s3a://", "s3n://"} {
+		if strings.HasPrefix(path, alias) {
+			return "s3://" + path[len(alias):]
+		}
+	}
+	if rest, ok := strings.CutPrefix(path, "file://"); ok {
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(path, "file:"); ok {
+		return rest
+	}
+	return path
+}
+
+// retainedKey reports whether set holds key(path) without allocating,
+// except for the s3a:// and s3n:// aliases.
+func retainedKey(set map[string]struct{}, path []byte) bool {
+	var ok bool
+	switch {
+	case bytes.HasPrefix(path, []byte("s3a://")), bytes.HasPrefix(path, []byte("s3n://")):
+		_, ok = set[key(string(path))]
+	case bytes.HasPrefix(path, []byte("file://")):
+		_, ok = set[string(path[len("file://"):])]
+	case bytes.HasPrefix(path, []byte("file:")):
+		_, ok = set[string(path[len("file:"):])]
+	default:
+		_, ok = set[string(path)]
+	}
+	return ok
+}
+
+func missing(err error) bool { return err != nil && errors.Is(err, iofs.ErrNotExist) }
+
+func contentKind(c iceberg.ManifestEntryContent) FileKind {
+	switch c {
+	case iceberg.EntryContentPosDeletes:
+		return KindPositionDeletes
+	case iceberg.EntryContentEqDeletes:
+		return KindEqualityDeletes
+	default:
+		return KindData
+	}
+}
+
+func isContent(k FileKind) bool {
+	return k == KindData || k == KindPositionDeletes || k == KindEqualityDeletes
+}
+
+// kindOrder groups the planned files for people: content first, then the
+// metadata that listed it.
+func kindOrder(k FileKind) int {
+	return slices.Index([]FileKind{KindData, KindPositionDeletes, KindEqualityDeletes, KindStatistics,
+		KindPartitionStatistics, KindManifest, KindManifestList}, k)
+}
+
+// forEach runs fn over items, readConcurrency at a time, and returns the
+// first error (or the context's cause); the rest stop early.
+func forEach[T any](ctx context.Context, items []T, fn func(T) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan T)
+	var wg sync.WaitGroup
+	for range min(readConcurrency, len(items)) {
+		wg.Go(func() {
+			for it := range next {
+				if err := fn(it); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+feed:
+	for _, it := range items {
+		select {
+		case next <- it:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}

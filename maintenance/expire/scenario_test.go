@@ -1,0 +1,320 @@
+package expire
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+)
+
+// history builds a table whose old snapshots hold files the current one no
+// longer reads, and plans to expire all but the current snapshot.
+func history(t *testing.T) (*fixture, []int64, map[int64]*snapState, *Plan) {
+	t.Helper()
+	f := newTable(t, 5, 30, 2, nil)
+	f.deleteAppends(t, 3)
+	before := capture(t, f.tbl, true)
+	plan, err := PlanTable(context.Background(), f.tbl, strictConfig(), lastTS(f.tbl).Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Expired) != 5 || len(plan.Files) == 0 {
+		t.Fatalf("plan expires %d snapshots and %d files", len(plan.Expired), len(plan.Files))
+	}
+	return f, snapshotIDs(f.tbl), before, plan
+}
+
+// A tag created by someone else between planning and committing, on a
+// snapshot the plan expires: the commit's ref requirement fails, the re-plan
+// keeps the tagged snapshot, and the tag and its files survive.
+func TestTagCreatedBeforeCommitSurvives(t *testing.T) {
+	f, ids, before, plan := history(t)
+	other := f.handle(t)
+	opts := Options{beforeCommit: func(attempt int) error {
+		if attempt == 0 {
+			setRef(t, other, f.opt.Identifier(), "audit", ids[1], table.TagRef, 0, 0)
+		}
+		return nil
+	}}
+	res, err := Execute(context.Background(), f.cat, f.tbl, plan, strictConfig(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CommitRetries != 1 || slices.Contains(res.ExpiredSnapshotIDs, ids[1]) || res.SnapshotsExpired() != 4 {
+		t.Fatalf("result %+v", res)
+	}
+	after := f.reload(t)
+	if s := after.SnapshotByName("audit"); s == nil || s.SnapshotID != ids[1] {
+		t.Fatal("the tag did not survive")
+	}
+	checkAfter(t, before, after, true)
+}
+
+// restLike stands for a catalog that validates only the spec's requirements
+// (a REST server): it drops ours, and runs inject once just before the
+// commit, inside the window no client-side check can close. extra updates
+// go with the first commit, as a misbehaving server might apply them.
+type restLike struct {
+	TableLoader
+	inject func()
+	extra  []table.Update
+}
+
+func (c *restLike) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
+	reqs = slices.DeleteFunc(slices.Clone(reqs), func(r table.Requirement) bool { _, own := r.(*refsRequirement); return own })
+	if c.inject != nil {
+		c.inject()
+		c.inject = nil
+	}
+	ups = append(slices.Clone(ups), c.extra...)
+	c.extra = nil
+	return c.TableLoader.CommitTable(ctx, ident, reqs, ups)
+}
+
+// Without our requirement the tag goes with its snapshot. The post-commit
+// check reads the replaced metadata, finds the tag lost, cannot restore it
+// (its snapshot is gone) and deletes nothing at all.
+func TestLostRefStopsBeforeDeletingAnything(t *testing.T) {
+	f, ids, _, plan := history(t)
+	other := f.handle(t)
+	files := filesOnDisk(t, f.dir+"/wh")
+	cat := &restLike{TableLoader: f.cat, inject: func() {
+		setRef(t, other, f.opt.Identifier(), "audit", ids[1], table.TagRef, 0, 0)
+	}}
+	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{})
+	if !errors.Is(err, ErrRefLost) || !res.Committed || !slices.Equal(res.RefsLost, []string{"audit"}) {
+		t.Fatalf("want ErrRefLost after the commit, got %v (%+v)", err, res)
+	}
+	if res.FilesDeleted() != 0 {
+		t.Fatalf("deleted %d files", res.FilesDeleted())
+	}
+	for _, p := range files {
+		if !exists(t, p) {
+			t.Fatalf("%s was deleted", p)
+		}
+	}
+}
+
+// The same catalog without a concurrent tag: the metadata-log check passes
+// and the run completes.
+func TestRESTLikeCatalogExpires(t *testing.T) {
+	f, _, before, plan := history(t)
+	res, err := Execute(context.Background(), &restLike{TableLoader: f.cat}, f.tbl, plan, strictConfig(), Options{})
+	if err != nil || res.FilesDeleted() != len(plan.Files) {
+		t.Fatalf("%v %+v", err, res)
+	}
+	checkAfter(t, before, f.reload(t), true)
+}
+
+// A ref the commit dropped although its snapshot stays is put back.
+func TestDroppedRefIsRestored(t *testing.T) {
+	f, ids, before, _ := history(t)
+	setRef(t, f.cat, f.opt.Identifier(), "keep", ids[len(ids)-1], table.BranchRef, 0, 0)
+	f.tbl = f.reload(t)
+	plan, err := PlanTable(context.Background(), f.tbl, strictConfig(), lastTS(f.tbl).Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := &restLike{TableLoader: f.cat, extra: []table.Update{table.NewRemoveSnapshotRefUpdate("keep")}}
+	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{})
+	if err != nil || !slices.Equal(res.RefsRestored, []string{"keep"}) {
+		t.Fatalf("%v %+v", err, res)
+	}
+	after := f.reload(t)
+	if s := after.SnapshotByName("keep"); s == nil || s.SnapshotID != ids[len(ids)-1] {
+		t.Fatal("branch not restored")
+	}
+	checkAfter(t, before, after, true)
+}
+
+// A writer re-adds a planned data file between the commit and the deletes:
+// the fresh metadata references it, so it is kept.
+func TestFileReferencedAgainAfterCommitIsKept(t *testing.T) {
+	ctx := context.Background()
+	f, ids, before, plan := history(t)
+	var readd iceberg.DataFile
+	fs, _ := f.tbl.FS(ctx)
+	mans, err := f.tbl.SnapshotByID(ids[0]).Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range mans[0].Entries(fs, true) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		readd = e.DataFile()
+	}
+	if !slices.ContainsFunc(plan.Files, func(fl File) bool { return fl.Path == readd.FilePath() }) {
+		t.Fatalf("%s is not planned for deletion", readd.FilePath())
+	}
+	other := f.handle(t)
+	opts := Options{afterCommit: func() error {
+		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+		if err != nil {
+			return err
+		}
+		txn := tbl.NewTransaction()
+		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{readd}, nil); err != nil {
+			return err
+		}
+		_, err = txn.Commit(ctx)
+		return err
+	}}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FilesKept != 1 || res.FilesDeleted() != len(plan.Files)-1 {
+		t.Fatalf("kept %d, deleted %d of %d", res.FilesKept, res.FilesDeleted(), len(plan.Files))
+	}
+	after := f.reload(t)
+	if !exists(t, readd.FilePath()) {
+		t.Fatal("re-added file deleted")
+	}
+	rows, _, err := gen.Checksum(ctx, after)
+	if err != nil || rows != before[ids[len(ids)-1]].rows+readd.Count() {
+		t.Fatalf("current snapshot reads %d rows (%v)", rows, err)
+	}
+	checkAfter(t, before, after, true)
+}
+
+// A writer appends between planning and committing: the commit conflicts,
+// is re-planned (never beyond the first plan) and retried; with no retries
+// left it fails with ErrConflict and changes nothing.
+func TestConcurrentAppendIsRetried(t *testing.T) {
+	ctx := context.Background()
+	for _, retries := range []int{0, 2} {
+		f, _, before, plan := history(t)
+		other := f.handle(t)
+		cfg := strictConfig()
+		cfg.CommitRetries = retries
+		opts := Options{beforeCommit: func(attempt int) error {
+			if attempt == 0 {
+				tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+				if err != nil {
+					return err
+				}
+				_, err = gen.Append(ctx, tbl, f.opt, 1, 100)
+				return err
+			}
+			return nil
+		}}
+		loc := f.tbl.MetadataLocation()
+		res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+		if retries == 0 {
+			if !errors.Is(err, ErrConflict) || res.Committed || res.FilesDeleted() != 0 {
+				t.Fatalf("want ErrConflict, got %v (%+v)", err, res)
+			}
+			if tbl := f.reload(t); len(tbl.Metadata().Snapshots()) != 7 || tbl.MetadataLocation() == loc {
+				t.Fatal("want the writer's snapshot and nothing expired")
+			}
+			continue
+		}
+		if err != nil || res.CommitRetries != 1 || !slices.Equal(res.ExpiredSnapshotIDs, plan.ExpiredIDs()) {
+			t.Fatalf("%v %+v", err, res)
+		}
+		after := f.reload(t)
+		if len(after.Metadata().Snapshots()) != 2 {
+			t.Fatalf("%d snapshots left, want the current and the writer's", len(after.Metadata().Snapshots()))
+		}
+		checkAfter(t, before, after, true)
+	}
+}
+
+// A cancelled run (lost lease): before the commit nothing changes; after
+// it nothing is deleted.
+func TestCancelledRunDeletesNothing(t *testing.T) {
+	lost := errors.New("lease lost")
+	for _, at := range []string{"before commit", "after commit"} {
+		t.Run(at, func(t *testing.T) {
+			f, _, _, plan := history(t)
+			files := filesOnDisk(t, f.dir+"/wh")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			opts := Options{}
+			if at == "before commit" {
+				opts.beforeCommit = func(int) error { cancel(lost); return nil }
+			} else {
+				opts.afterCommit = func() error { cancel(lost); return nil }
+			}
+			res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), opts)
+			if !errors.Is(err, lost) || res.FilesDeleted() != 0 || res.Committed != (at == "after commit") {
+				t.Fatalf("%v %+v", err, res)
+			}
+			if at == "before commit" && f.reload(t).MetadataLocation() != f.tbl.MetadataLocation() {
+				t.Fatal("committed although cancelled")
+			}
+			for _, p := range files {
+				if !exists(t, p) {
+					t.Fatalf("%s deleted", p)
+				}
+			}
+		})
+	}
+}
+
+// failingIO fails Remove for paths containing fail; bulk adds DeleteFiles.
+type failingIO struct {
+	iceio.IO
+	fail  string
+	calls atomic.Int32
+}
+
+func (f *failingIO) Remove(p string) error {
+	f.calls.Add(1)
+	if strings.Contains(p, f.fail) {
+		return errors.New("permission denied: " + p)
+	}
+	return f.IO.Remove(p)
+}
+
+type bulkIO struct{ *failingIO }
+
+func (b bulkIO) DeleteFiles(_ context.Context, paths []string) ([]string, error) {
+	var done []string
+	var errs []error
+	for _, p := range paths {
+		if err := b.failingIO.Remove(p); err != nil {
+			errs = append(errs, err)
+		} else {
+			done = append(done, p)
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// A failed delete is reported and left for the orphan pass; the rest of the
+// files go, through Remove or through a bulk delete.
+func TestDeleteFailuresAreReportedNotFatal(t *testing.T) {
+	for _, bulk := range []bool{false, true} {
+		f, _, _, plan := history(t)
+		victim := plan.Files[0]
+		io := &failingIO{fail: victim.Path}
+		opts := Options{wrapIO: func(fs iceio.IO) iceio.IO {
+			io.IO = fs
+			if bulk {
+				return bulkIO{io}
+			}
+			return io
+		}}
+		res, err := Execute(context.Background(), f.cat, f.tbl, plan, strictConfig(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.FilesFailed != 1 || len(res.DeleteFailures) != 1 || res.DeleteFailures[0].Path != victim.Path ||
+			!strings.Contains(res.DeleteFailures[0].Err, "permission denied") || res.FilesDeleted() != len(plan.Files)-1 {
+			t.Fatalf("bulk=%v: %+v", bulk, res)
+		}
+		if !exists(t, victim.Path) || int(io.calls.Load()) != len(plan.Files) {
+			t.Fatalf("bulk=%v: victim gone or %d remove calls for %d files", bulk, io.calls.Load(), len(plan.Files))
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
+)
+
+// OrphansReport carries the figures of an orphan scan and removal.
+type OrphansReport struct {
+	Location      string              `json:"location"`
+	Cutoff        string              `json:"cutoff"` // files modified before it may be deleted
+	ListedFiles   int                 `json:"listed_files"`
+	Candidates    []orphans.Candidate `json:"candidates"`
+	Skipped       []orphans.Skipped   `json:"skipped,omitempty"`
+	FilesFound    int                 `json:"files_found"`
+	BytesFound    int64               `json:"bytes_found"`
+	FilesDeleted  int                 `json:"files_deleted"`
+	BytesDeleted  int64               `json:"bytes_deleted"`
+	NowReferenced []string            `json:"now_referenced,omitempty"`
+	Failed        []string            `json:"failed,omitempty"`
+}
+
+func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
+	if !cfg.Enabled {
+		return Outcome{Status: StatusSkipped, Reason: "orphan removal disabled"}
+	}
+	store, err := orphans.NewStore(ctx, tbl, r.props)
+	if err != nil {
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("open storage of %s: %w", tbl.Location(), err)}
+	}
+	// Another table living under this one's location would lose its files.
+	others, err := orphans.CatalogTableLocations(ctx, r.cat, tbl.Identifier())
+	if err != nil {
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("list the catalog's table locations: %w", err)}
+	}
+	plan, err := orphans.PlanTable(ctx, tbl, store, cfg, r.now(), others)
+	if err != nil {
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan orphan removal: %w", err)}
+	}
+	rep := &OrphansReport{
+		Location: plan.Location, Cutoff: plan.Cutoff.UTC().Format("2006-01-02 15:04:05Z"),
+		ListedFiles: plan.ListedFiles, Candidates: plan.Candidates, Skipped: plan.Skipped,
+		FilesFound: len(plan.Candidates), BytesFound: plan.CandidateBytes(),
+	}
+	summary := fmt.Sprintf("%d orphan files (%s) older than %s among %d listed", rep.FilesFound,
+		HumanBytes(rep.BytesFound), cfg.MinAge, plan.ListedFiles)
+	if req.DryRun {
+		return Outcome{Status: StatusPlanned, Reason: "would delete " + summary, Orphans: rep}
+	}
+	if plan.Empty() {
+		return Outcome{Status: StatusNotDue, Reason: "no orphan files older than " + cfg.MinAge.String(), Orphans: rep}
+	}
+	res, err := orphans.Execute(ctx, r.cat, tbl, store, plan, cfg, orphans.Options{Logger: r.log})
+	if res != nil {
+		rep.FilesDeleted, rep.BytesDeleted, rep.NowReferenced = res.FilesDeleted, res.BytesDeleted, res.NowReferenced
+		for _, f := range res.Failed {
+			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", f.Path, f.Err))
+		}
+	}
+	if err != nil {
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("remove orphans: %w", err), Orphans: rep}
+	}
+	reason := fmt.Sprintf("deleted %d of %s", rep.FilesDeleted, summary)
+	if n := len(rep.NowReferenced); n > 0 {
+		reason += fmt.Sprintf("; %d kept: committed since the plan (%s)", n, strings.Join(rep.NowReferenced, ", "))
+	}
+	return Outcome{Status: StatusSucceeded, Reason: reason, Orphans: rep}
+}
