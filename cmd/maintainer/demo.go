@@ -82,6 +82,18 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 		return fmt.Errorf("write the demo table: %w", err)
 	}
 	fmt.Fprintf(w, "   written in %s\n\n", time.Since(start).Round(100*time.Millisecond))
+	// The demo's expiry override keeps snapshots younger than 1s: let the
+	// writer's last snapshot age past it, so what expires does not depend
+	// on how fast this machine is.
+	if s := tbl.CurrentSnapshot(); s != nil {
+		if wait := time.Until(time.UnixMilli(s.TimestampMs).Add(1100 * time.Millisecond)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
 
 	planted, err := plantOrphans(tbl.Location())
 	if err != nil {

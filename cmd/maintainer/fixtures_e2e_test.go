@@ -95,7 +95,7 @@ func TestNewUserOnSparkTables(t *testing.T) {
 
 	// plan: every table planned, nothing written.
 	tree := treeHash(t, wh)
-	r := runMaintainer(t, dir, "plan", "--config", cfg, "--output", "json")
+	r := runMaintainer(t, dir, "plan", "--task", "compact", "--config", cfg, "--output", "json")
 	expectCode(t, r, 0, "plan")
 	plans := byTable(jsonLines[outcome](t, r.stdout), func(o outcome) string { return o.Table })
 	if len(plans) != len(newUserFixtures) {
@@ -117,12 +117,12 @@ func TestNewUserOnSparkTables(t *testing.T) {
 		t.Fatalf("plan wrote to the warehouse:\n%s", d)
 	}
 	// The text form of plan, and run --dry-run, write nothing either.
-	r = runMaintainer(t, dir, "plan", "--config", cfg)
+	r = runMaintainer(t, dir, "plan", "--task", "compact", "--config", cfg)
 	expectCode(t, r, 0, "plan (text)")
 	if !strings.Contains(r.stdout, ident(fxUnpart)+"  compact  planned") {
 		t.Errorf("plan text output lacks the planned line for %s:\n%s", fxUnpart, r.stdout)
 	}
-	r = runMaintainer(t, dir, "run", "--dry-run", "--config", cfg, "--output", "json")
+	r = runMaintainer(t, dir, "run", "--task", "compact", "--dry-run", "--config", cfg, "--output", "json")
 	expectCode(t, r, 0, "run --dry-run")
 	for _, o := range jsonLines[outcome](t, r.stdout) {
 		if o.Status != "planned" {
@@ -200,7 +200,7 @@ func TestNewUserOnSparkTables(t *testing.T) {
 
 	// A second pass has nothing left to do and writes nothing.
 	tree = treeHash(t, wh)
-	r = runMaintainer(t, dir, "run", "--config", cfg, "--output", "json")
+	r = runMaintainer(t, dir, "run", "--task", "compact", "--config", cfg, "--output", "json")
 	expectCode(t, r, 0, "second run")
 	for _, o := range jsonLines[outcome](t, r.stdout) {
 		if o.Status != "not_due" {
@@ -241,7 +241,7 @@ func TestTableGlobSelects(t *testing.T) {
 		{[]string{"default.?park_v1_unpartitioned_20files"}, []string{fxUnpart}},
 		{[]string{"spark_*"}, nil}, // one level: matches no namespaced table
 	} {
-		args := []string{"plan", "--config", cfg, "--output", "json"}
+		args := []string{"plan", "--task", "compact", "--config", cfg, "--output", "json"}
 		for _, g := range c.globs {
 			args = append(args, "--table", g)
 		}
@@ -268,7 +268,7 @@ func TestTableGlobSelects(t *testing.T) {
 	// compacted (delete_file_threshold 1) if it were selected.
 	others := treeHash(t, filepath.Join(wh, namespace, fxPosdel))
 	cowTree := treeHash(t, filepath.Join(wh, namespace, fxCow))
-	r := runMaintainer(t, dir, "run", "--config", cfg, "--table", "default.spark_*", "--force", "--output", "json")
+	r := runMaintainer(t, dir, "run", "--task", "compact", "--config", cfg, "--table", "default.spark_*", "--force", "--output", "json")
 	expectCode(t, r, 0, "run --table default.spark_*")
 	outs := byTable(jsonLines[outcome](t, r.stdout), func(o outcome) string { return o.Table })
 	if len(outs) != 3 {
@@ -297,7 +297,7 @@ func TestTableGlobSelects(t *testing.T) {
 	verifyAgainstExpected(t, wh, newUserFixtures...)
 
 	// Then the hive table alone.
-	r = runMaintainer(t, dir, "run", "--config", cfg, "--table", "default.hive_*", "--output", "json")
+	r = runMaintainer(t, dir, "run", "--task", "compact", "--config", cfg, "--table", "default.hive_*", "--output", "json")
 	expectCode(t, r, 0, "run --table default.hive_*")
 	if outs := jsonLines[outcome](t, r.stdout); len(outs) != 1 || outs[0].Table != ident(fxPosdel) || outs[0].Status != "succeeded" {
 		t.Errorf("run --table default.hive_*: %+v, want %s succeeded", outs, fxPosdel)
@@ -327,7 +327,7 @@ func TestBrokenTableFailsOnlyItself(t *testing.T) {
 	}
 	brokenTree := treeHash(t, filepath.Join(wh, namespace, broken))
 
-	r := runMaintainer(t, dir, "run", "--config", cfg, "--force", "--output", "json")
+	r := runMaintainer(t, dir, "run", "--task", "compact", "--config", cfg, "--force", "--output", "json")
 	expectCode(t, r, 1, "run with one broken table")
 	outs := byTable(jsonLines[outcome](t, r.stdout), func(o outcome) string { return o.Table })
 	if len(outs) != len(newUserFixtures) {
@@ -353,6 +353,20 @@ func TestBrokenTableFailsOnlyItself(t *testing.T) {
 		t.Errorf("the broken table's files changed:\n%s", d)
 	}
 	verifyAgainstExpected(t, wh, fxUnpart, fxCow, fxPosdel)
+
+	// Orphan removal is refused on every table while another table's
+	// location cannot be read: that table could live under theirs.
+	before := treeHash(t, wh)
+	r = runMaintainer(t, dir, "run", "--task", "orphans", "--config", cfg, "--output", "json")
+	expectCode(t, r, 1, "orphans with one broken table")
+	for _, o := range jsonLines[outcome](t, r.stdout) {
+		if o.Status != "failed" || !strings.Contains(o.Error, ident(broken)) {
+			t.Errorf("orphans on %s: %s (%s), want failed naming the unreadable table", o.Table, o.Status, o.Error)
+		}
+	}
+	if d := diffTrees(before, treeHash(t, wh)); d != "" {
+		t.Errorf("orphan removal changed files while refusing:\n%s", d)
+	}
 
 	// status reports the broken table and exits 1 as well.
 	r = runMaintainer(t, dir, "status", "--config", cfg, "--output", "json")
