@@ -50,6 +50,7 @@ func run() error {
 	dir := flag.String("dir", "", "work folder (default: a temporary one, removed after)")
 	groups := flag.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
 	skipCLI := flag.Bool("skip-cli", false, "measure the maintainer only")
+	mEnv := flag.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -89,6 +90,30 @@ func run() error {
 	}
 	for _, d := range tables {
 		start := time.Now()
+		// With -dir, a pristine copy of each generated table is kept beside
+		// it, so later runs restore it instead of generating it again.
+		if _, err := os.Stat(d + ".orig"); err == nil {
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+			if out, err := exec.CommandContext(ctx, "cp", "-a", d+".orig", d).CombinedOutput(); err != nil {
+				return fmt.Errorf("restore %s: %w: %s", d, err, out)
+			}
+			cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+			if err != nil {
+				return err
+			}
+			tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
+			if err != nil {
+				return err
+			}
+			inputBytes = dataBytes(ctx, tbl)
+			if wantRows, wantSum, err = gen.Checksum(ctx, tbl); err != nil {
+				return err
+			}
+			cat.Close()
+			continue
+		}
 		cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
 		if err != nil {
 			return err
@@ -102,6 +127,11 @@ func run() error {
 			return err
 		}
 		cat.Close()
+		if *dir != "" {
+			if out, err := exec.CommandContext(ctx, "cp", "-a", d, d+".orig").CombinedOutput(); err != nil {
+				return fmt.Errorf("keep a copy of %s: %w: %s", d, err, out)
+			}
+		}
 		fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, *appends,
 			float64(inputBytes)/1e6, wantRows, time.Since(start).Round(time.Second))
 	}
@@ -115,7 +145,11 @@ func run() error {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	m, err := measureRun(ctx, "maintainer", maintainer, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
+	var env []string
+	if *mEnv != "" {
+		env = strings.Fields(*mEnv)
+	}
+	m, err := measureRun(ctx, "maintainer", env, maintainer, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
 	if err != nil {
 		return err
 	}
@@ -123,7 +157,7 @@ func run() error {
 	// iceberg-go's CLI on an identical table.
 	if !*skipCLI {
 		b := tables["iceberg-go CLI"]
-		m, err := measureRun(ctx, "iceberg-go CLI", cli, "--catalog", "sql", "--catalog-name", "default",
+		m, err := measureRun(ctx, "iceberg-go CLI", nil, cli, "--catalog", "sql", "--catalog-name", "default",
 			"--uri", "file:"+filepath.Join(b, "catalog.db"), "--warehouse", gen.FileURI(filepath.Join(b, "warehouse")),
 			"--sql-driver", "sqliteshim", "--sql-dialect", "sqlite",
 			"compact", "run", "demo.events", "--target-file-size", fmt.Sprint(targetBytes))
@@ -152,6 +186,9 @@ func run() error {
 		cat.Close()
 	}
 
+	if *mEnv != "" {
+		fmt.Printf("maintainer environment: %s\n", *mEnv)
+	}
 	fmt.Printf("input: %d single-file appends, %d day partitions, %.1f MB of zstd Parquet, %d rows; target %s\n",
 		*appends, *parts, float64(inputBytes)/1e6, wantRows, *target)
 	fmt.Printf("%-16s %8s %8s %8s %10s %11s %s\n", "tool", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
@@ -174,8 +211,9 @@ func run() error {
 	return nil
 }
 
-func measureRun(ctx context.Context, name, path string, args ...string) (measure, error) {
+func measureRun(ctx context.Context, name string, env []string, path string, args ...string) (measure, error) {
 	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// cgroupMemoryFiles hold a container's memory limit (cgroup v2, then v1).
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// tuneRuntime sizes the garbage collector for compaction, which allocates
+// tens of times the bytes it rewrites while keeping little alive. In a
+// container with a memory limit it sets a soft limit of 80% of it (unless
+// GOMEMLIMIT is set); whenever a soft limit is in force, it lets the heap
+// grow further between collections (GOGC=400 unless GOGC is set), because
+// the limit, not GOGC, then bounds memory. It returns the limit in force.
+func tuneRuntime(files []string) int64 {
+	limit := debug.SetMemoryLimit(-1)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if c := containerMemoryLimit(files); c > 0 {
+			limit = c / 10 * 8
+			debug.SetMemoryLimit(limit)
+		}
+	}
+	if limit < math.MaxInt64 && os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	return limit
+}
+
+// containerMemoryLimit reads the first cgroup limit file that holds a real
+// limit; 0 means none ("max", or v1's huge "unlimited" value).
+func containerMemoryLimit(files []string) int64 {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n <= 0 || n >= 1<<60 {
+			continue
+		}
+		return n
+	}
+	return 0
+}
