@@ -14,6 +14,7 @@ package testenv
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	"github.com/apache/iceberg-go/table"
 )
 
 // Environment variables read by this package (scripts/test.sh sets them).
@@ -724,4 +728,22 @@ func mustInt(t testing.TB, src string, n json.Number) int64 {
 		t.Fatalf("testenv: %s: bad integer %q", src, n)
 	}
 	return v
+}
+
+// FixtureTable relocates fixture name into a fresh hadoop-catalog warehouse
+// as table default.<name> and loads it. It returns the catalog, the table
+// and the table's folder.
+func FixtureTable(t testing.TB, name string) (*hadoop.Catalog, *table.Table, string) {
+	t.Helper()
+	wh := t.TempDir()
+	Relocate(t, name, wh, "default", name)
+	cat, err := hadoop.NewCatalog("fixtures", wh, nil)
+	if err != nil {
+		t.Fatalf("open hadoop catalog over %s: %v", wh, err)
+	}
+	tbl, err := cat.LoadTable(context.Background(), table.Identifier{"default", name})
+	if err != nil {
+		t.Fatalf("load fixture %s: %v", name, err)
+	}
+	return cat, tbl, filepath.Join(wh, "default", name)
 }

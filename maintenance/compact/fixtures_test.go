@@ -2,12 +2,8 @@ package compact
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/apache/iceberg-go/catalog/hadoop"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
@@ -23,18 +19,8 @@ func TestCompactFixtures(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			want := expected[name]
-			wh := t.TempDir()
-			testenv.Relocate(t, name, wh, "default", name)
-			cat, err := hadoop.NewCatalog("fixtures", wh, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ident := table.Identifier{"default", name}
-			tbl, err := cat.LoadTable(ctx, ident)
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := testenv.Verify(t, filepath.Join(wh, "default", name))
+			cat, tbl, dir := testenv.FixtureTable(t, name)
+			before := testenv.Verify(t, dir)
 
 			cfg := DefaultConfig()
 			cfg.TargetFileSize = 64 << 20
@@ -51,7 +37,7 @@ func TestCompactFixtures(t *testing.T) {
 			t.Logf("%d groups: %d files -> %d files, %d delete files dropped", len(plan.Groups),
 				res.FilesRewritten, res.FilesWritten, res.DeleteFilesDropped)
 
-			after := testenv.Verify(t, filepath.Join(wh, "default", name))
+			after := testenv.Verify(t, dir)
 			if after.LiveRows != want.LiveRows || after.Checksum != want.Checksum {
 				t.Fatalf("after compaction: %d rows checksum %s; expected %d rows checksum %s",
 					after.LiveRows, after.Checksum, want.LiveRows, want.Checksum)
@@ -71,7 +57,7 @@ func TestCompactFixtures(t *testing.T) {
 				}
 			}
 			// Every older snapshot still reads as it did.
-			for _, s := range testenv.VerifyAll(t, filepath.Join(wh, "default", name)) {
+			for _, s := range testenv.VerifyAll(t, dir) {
 				exp, ok := want.Snapshot(s.SnapshotID)
 				if !ok {
 					if s.SnapshotID != after.SnapshotID {

@@ -3,7 +3,6 @@ package expire
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -18,18 +17,7 @@ import (
 
 // loadFixture relocates a fixture into a hadoop-catalog warehouse.
 func loadFixture(t *testing.T, name string) (*hadoop.Catalog, *table.Table, string) {
-	t.Helper()
-	wh := t.TempDir()
-	testenv.Relocate(t, name, wh, "default", name)
-	cat, err := hadoop.NewCatalog("fixtures", wh, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := cat.LoadTable(context.Background(), table.Identifier{"default", name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat, tbl, filepath.Join(wh, "default", name)
+	return testenv.FixtureTable(t, name)
 }
 
 // TestExpireFixtures expires every snapshot but the current one of each

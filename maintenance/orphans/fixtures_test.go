@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog/hadoop"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
@@ -32,17 +31,7 @@ func TestOrphansOnFixtures(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			want := expected[name]
-			wh := t.TempDir()
-			testenv.Relocate(t, name, wh, "default", name)
-			cat, err := hadoop.NewCatalog("fixtures", wh, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tbl, err := cat.LoadTable(ctx, table.Identifier{"default", name})
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(wh, "default", name)
+			cat, tbl, dir := testenv.FixtureTable(t, name)
 			now := time.Now()
 			original := walkFiles(t, dir)
 			for f := range original {
