@@ -200,9 +200,14 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		case TaskOrphans:
 			o = r.orphans(ctx, tbl, pol.Orphans, req)
 		}
-		if o.Status == StatusSucceeded {
-			// Later tasks see the table as this one left it.
-			if fresh, err := r.cat.LoadTable(ctx, ident); err == nil {
+		if o.Status == StatusSucceeded || o.Status == StatusFailed {
+			// Later tasks see the table as this one left it (a failed task
+			// may have committed part of its work).
+			fresh, err := r.cat.LoadTable(ctx, ident)
+			if err != nil {
+				r.log.Warn("re-load after a task failed; later tasks plan from the earlier metadata",
+					"table", name, "task", task, "err", err)
+			} else {
 				tbl = fresh
 			}
 		}

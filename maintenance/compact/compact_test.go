@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -417,5 +420,56 @@ func TestPartialProgressCommitsInBatches(t *testing.T) {
 	}
 	if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
 		t.Fatalf("rows %d, want %d", rows, f.rows)
+	}
+}
+
+// A writer commits an equality delete while compaction runs. The rewritten
+// rows keep the planned sequence number, so the delete must keep applying
+// to them: it must not be dropped as dead, and the deleted row must stay
+// deleted.
+func TestConcurrentEqualityDeleteStaysApplied(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 6, 50, 0)
+	cfg := testConfig() // RemoveDeadDeletes on
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var afterDelete int64
+	opts := Options{beforeCommit: func(attempt int) error {
+		if attempt > 0 {
+			return nil
+		}
+		tbl := f.reload(t)
+		sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, tbl.Schema().Field(0)), nil, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		b.Append(gen.EventID(0, 0)) // a row of the first append
+		rec := array.NewRecordBatch(sc, []arrow.Array{b.NewArray()}, 1)
+		txn := tbl.NewTransaction()
+		recs := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+		if err := txn.CommitEqualityDeletes(ctx, []int{tbl.Schema().Field(0).ID}, recs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := txn.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		afterDelete, _ = checksum(t, f.reload(t))
+		return nil
+	}}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterDelete != f.rows-1 {
+		t.Fatalf("the writer's delete left %d rows of %d", afterDelete, f.rows)
+	}
+	if res.CommitRetries < 1 || res.GroupsCommitted != 1 {
+		t.Fatalf("result %+v: want one group committed after a retry", res)
+	}
+	if rows, _ := checksum(t, f.reload(t)); rows != afterDelete {
+		t.Fatalf("%d rows after compaction, %d after the writer's delete: the deleted row came back", rows, afterDelete)
 	}
 }

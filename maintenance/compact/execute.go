@@ -201,6 +201,8 @@ type executor struct {
 	log     *slog.Logger
 	current *table.Table
 	batches int
+	// planDeletes are the delete files live in the planned snapshot.
+	planDeletes map[string]bool
 }
 
 // rewriteGroup reads one group with its deletes applied and writes it out
@@ -376,6 +378,9 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 		if len(batch) == 0 {
 			return
 		}
+		if ctx.Err() != nil {
+			continue // cancelled during the walk: the check above discards
+		}
 		snap, err := e.tryCommit(ctx, batch, batchID)
 		if err == nil {
 			e.recordCommit(batch, snap)
@@ -427,9 +432,23 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 	}
 	var dead []iceberg.DataFile
 	if e.cfg.RemoveDeadDeletes {
-		var err error
-		if dead, err = deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths); err != nil {
+		found, err := deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths)
+		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errStage, err)
+		}
+		// Only deletes that existed at the planned snapshot may go: the
+		// rewritten rows keep its sequence number, so a delete a writer
+		// committed since still applies to them, although the decision
+		// above cannot see the new files.
+		if e.planDeletes == nil {
+			if e.planDeletes, err = deleteFilePaths(e.fs, e.current.Metadata().SnapshotByID(e.plan.SnapshotID)); err != nil {
+				return nil, fmt.Errorf("%w: %w", errStage, err)
+			}
+		}
+		for _, d := range found {
+			if e.planDeletes[d.FilePath()] {
+				dead = append(dead, d)
+			}
 		}
 	}
 	txn := e.current.NewTransaction()
@@ -523,7 +542,8 @@ func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.S
 // dropConflicts removes from the batch every group that a commit since the
 // planned snapshot conflicts with: one that removed an input file, or added
 // a position delete or deletion vector that may target one. Equality deletes
-// are no conflict: the rewrite keeps the planned data sequence number.
+// are no conflict for files of the current spec: the rewrite keeps the
+// planned data sequence number, so they apply to the new files as to the old.
 func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, conflicted []groupOutput) {
 	head := e.current.CurrentSnapshot()
 	if head == nil || head.SnapshotID == e.plan.SnapshotID {
@@ -544,6 +564,7 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 		}
 	}
 	meta := e.current.Metadata()
+	currentSpec := meta.DefaultPartitionSpec()
 	s := head
 	for s != nil && s.SnapshotID != e.plan.SnapshotID {
 		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID {
@@ -576,6 +597,16 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 				case ent.Status() == iceberg.EntryStatusDELETED && df.ContentType() == iceberg.EntryContentData:
 					if i, hit := byPath[df.FilePath()]; hit {
 						conflict(i, "snapshot %d removed input file %s", s.SnapshotID, df.FilePath())
+					}
+				case ent.Status() == iceberg.EntryStatusADDED && df.ContentType() == iceberg.EntryContentEqDeletes:
+					// Rows of an older spec land in partitions of the current
+					// one: a new equality delete may apply to the old files and
+					// not the new, or the other way round.
+					for i, out := range batch {
+						if out.g.SpecID != currentSpec {
+							conflict(i, "snapshot %d added equality deletes while files of partition spec %d were rewritten into spec %d",
+								s.SnapshotID, out.g.SpecID, currentSpec)
+						}
 					}
 				case ent.Status() == iceberg.EntryStatusADDED && df.ContentType() == iceberg.EntryContentPosDeletes:
 					if ref := referencedPath(df); ref != "" {
