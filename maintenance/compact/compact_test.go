@@ -473,3 +473,86 @@ func TestConcurrentEqualityDeleteStaysApplied(t *testing.T) {
 		t.Fatalf("%d rows after compaction, %d after the writer's delete: the deleted row came back", rows, afterDelete)
 	}
 }
+
+// Files of an older partition spec are rewritten into the current one. An
+// equality delete a writer commits meanwhile in a partition of the current
+// spec did not apply to the old files, but would apply to the rewritten ones
+// (they keep the planned sequence number): the group must conflict, and no
+// row may vanish.
+func TestOldSpecGroupConflictsWithNewEqualityDeletes(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 6, 50, 0) // unpartitioned: spec 0
+	txn := f.tbl.NewTransaction()
+	if err := txn.UpdateSpec(true).AddField("event_time", iceberg.DayTransform{}, "event_time_day").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Groups) != 1 || plan.Groups[0].SpecID == tbl.Metadata().DefaultPartitionSpec() {
+		t.Fatalf("want one group of the old spec, got %+v", plan.Groups)
+	}
+	victim := gen.EventID(0, 0)
+	opts := Options{beforeCommit: func(attempt int) error {
+		if attempt > 0 {
+			return nil
+		}
+		cur := f.reload(t)
+		// The delete file carries the partition source column, as a writer
+		// on the current spec writes it.
+		rows, err := cur.Scan(table.WithRowFilter(iceberg.EqualTo(iceberg.Reference("event_id"), victim)),
+			table.WithSelectedFields("event_id", "event_time")).ToArrowTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Release()
+		if rows.NumRows() != 1 {
+			t.Fatalf("victim row: %d rows", rows.NumRows())
+		}
+		rdr := array.NewTableReader(rows, 1)
+		defer rdr.Release()
+		rdr.Next()
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		dtx := cur.NewTransaction()
+		recs := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+		if err := dtx.CommitEqualityDeletes(ctx, []int{cur.Schema().Field(0).ID}, recs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dtx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}}
+	before := parquetFiles(t, f.dir)
+	res, err := Execute(ctx, f.cat, tbl, plan, cfg, opts)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("want ErrConflict, got %v (result %+v)", err, res)
+	}
+	after := f.reload(t)
+	// The new delete (another spec) never applied to the old files: every
+	// row is still there, and none vanished through the rewrite.
+	if rows, sum := checksum(t, after); rows != f.rows || sum != f.sum {
+		t.Fatalf("%d rows after, %d before", rows, f.rows)
+	}
+	if n := len(liveDataFiles(t, after)); n != 6 {
+		t.Fatalf("%d live data files, want the 6 originals", n)
+	}
+	// The only new file on disk is the writer's delete file: the
+	// compaction removed what it wrote.
+	var added []string
+	for p := range parquetFiles(t, f.dir) {
+		if !before[p] {
+			added = append(added, p)
+		}
+	}
+	if len(added) != 1 {
+		t.Fatalf("new files on disk: %v, want only the writer's delete file", added)
+	}
+}
