@@ -33,13 +33,11 @@ func main() {
 }
 
 type measure struct {
-	tool          string
-	wall, cpu     time.Duration
-	maxRSS        int64 // bytes
-	filesAfter    int
-	rowsOK        bool
-	bytesRewrote  int64
-	extraFlagsStr string
+	tool       string
+	wall, cpu  time.Duration
+	maxRSS     int64 // bytes
+	filesAfter int
+	rowsOK     bool
 }
 
 func run() error {
@@ -90,50 +88,19 @@ func run() error {
 	}
 	for _, d := range tables {
 		start := time.Now()
-		// With -dir, a pristine copy of each generated table is kept beside
-		// it, so later runs restore it instead of generating it again.
-		if _, err := os.Stat(d + ".orig"); err == nil {
-			if err := os.RemoveAll(d); err != nil {
-				return err
-			}
-			if out, err := exec.CommandContext(ctx, "cp", "-a", d+".orig", d).CombinedOutput(); err != nil {
-				return fmt.Errorf("restore %s: %w: %s", d, err, out)
-			}
-			cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
-			if err != nil {
-				return err
-			}
-			tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
-			if err != nil {
-				return err
-			}
-			inputBytes = dataBytes(ctx, tbl)
-			if wantRows, wantSum, err = gen.Checksum(ctx, tbl); err != nil {
-				return err
-			}
-			cat.Close()
-			continue
-		}
-		cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+		generated, err := prepare(ctx, d, opt, *dir != "")
 		if err != nil {
 			return err
 		}
-		tbl, err := gen.Create(ctx, cat, opt)
+		st, err := measureTable(ctx, d)
 		if err != nil {
 			return err
 		}
-		inputBytes = dataBytes(ctx, tbl)
-		if wantRows, wantSum, err = gen.Checksum(ctx, tbl); err != nil {
-			return err
+		inputBytes, wantRows, wantSum = st.bytes, st.rows, st.sum
+		if generated {
+			fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, *appends,
+				float64(inputBytes)/1e6, wantRows, time.Since(start).Round(time.Second))
 		}
-		cat.Close()
-		if *dir != "" {
-			if out, err := exec.CommandContext(ctx, "cp", "-a", d, d+".orig").CombinedOutput(); err != nil {
-				return fmt.Errorf("keep a copy of %s: %w: %s", d, err, out)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, *appends,
-			float64(inputBytes)/1e6, wantRows, time.Since(start).Round(time.Second))
 	}
 
 	var results []measure
@@ -168,22 +135,12 @@ func run() error {
 	}
 	// Check every result row for row.
 	for i := range results {
-		d := tables[results[i].tool]
-		cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+		st, err := measureTable(ctx, tables[results[i].tool])
 		if err != nil {
 			return err
 		}
-		tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
-		if err != nil {
-			return err
-		}
-		rows, sum, err := gen.Checksum(ctx, tbl)
-		if err != nil {
-			return err
-		}
-		results[i].rowsOK = rows == wantRows && sum == wantSum
-		results[i].filesAfter = dataFiles(ctx, tbl)
-		cat.Close()
+		results[i].rowsOK = st.rows == wantRows && st.sum == wantSum
+		results[i].filesAfter = st.files
 	}
 
 	if *mEnv != "" {
@@ -209,6 +166,59 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// prepare restores table folder d from its pristine copy d.orig, or
+// generates it (keeping such a copy when keep is set, so later runs skip
+// the generation). It reports whether it generated the table.
+func prepare(ctx context.Context, d string, opt gen.Options, keep bool) (bool, error) {
+	if _, err := os.Stat(d + ".orig"); err == nil {
+		if err := os.RemoveAll(d); err != nil {
+			return false, err
+		}
+		if out, err := exec.CommandContext(ctx, "cp", "-a", d+".orig", d).CombinedOutput(); err != nil {
+			return false, fmt.Errorf("restore %s: %w: %s", d, err, out)
+		}
+		return false, nil
+	}
+	cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+	if err != nil {
+		return false, err
+	}
+	_, err = gen.Create(ctx, cat, opt)
+	cat.Close()
+	if err != nil {
+		return false, err
+	}
+	if keep {
+		if out, err := exec.CommandContext(ctx, "cp", "-a", d, d+".orig").CombinedOutput(); err != nil {
+			return false, fmt.Errorf("keep a copy of %s: %w: %s", d, err, out)
+		}
+	}
+	return true, nil
+}
+
+type tableStats struct {
+	bytes, rows int64
+	files       int
+	sum         uint64
+}
+
+// measureTable returns the data files and bytes, the rows and the row
+// checksum of the generated table in folder d.
+func measureTable(ctx context.Context, d string) (tableStats, error) {
+	cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+	if err != nil {
+		return tableStats{}, err
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
+	if err != nil {
+		return tableStats{}, err
+	}
+	st := tableStats{bytes: dataBytes(ctx, tbl), files: dataFiles(ctx, tbl)}
+	st.rows, st.sum, err = gen.Checksum(ctx, tbl)
+	return st, err
 }
 
 func measureRun(ctx context.Context, name string, env []string, path string, args ...string) (measure, error) {
