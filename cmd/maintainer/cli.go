@@ -267,6 +267,11 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
 	if err != nil {
 		return err
 	}
+	if !req.DryRun && e.cfg.Lock.Backend == config.LockRedis {
+		// Refuse rather than run unlocked where the user asked for a lock.
+		return usageError{fmt.Errorf("%s: lock.backend %q is not available in this version yet: runs take no distributed lock; use %q and one maintainer per table",
+			e.cfg.Path, config.LockRedis, config.LockLocal)}
+	}
 	idents, err := e.tables(ctx)
 	if err != nil {
 		return err
