@@ -431,7 +431,13 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 		}
 	}
 	var dead []iceberg.DataFile
-	if e.cfg.RemoveDeadDeletes {
+	switch {
+	case !e.cfg.RemoveDeadDeletes:
+	case !e.cfg.PartialProgress && e.current.CurrentSnapshot().SnapshotID == e.plan.SnapshotID:
+		// Nothing changed since the plan and the batch is every group: the
+		// plan's decision stands, no need to read the manifests again.
+		dead = e.plan.DeadDeletes
+	default:
 		found, err := deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errStage, err)
