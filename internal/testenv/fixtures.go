@@ -34,7 +34,10 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go/catalog/hadoop"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
 )
 
 // Environment variables read by this package (scripts/test.sh sets them).
@@ -746,4 +749,23 @@ func FixtureTable(t testing.TB, name string) (*hadoop.Catalog, *table.Table, str
 		t.Fatalf("load fixture %s: %v", name, err)
 	}
 	return cat, tbl, filepath.Join(wh, "default", name)
+}
+
+// GeneratedTable creates a table of opt's small-file appends (internal/gen)
+// in a fresh SQLite catalog under a temporary folder, closed when the test
+// ends. It returns the catalog, the table and the folder.
+func GeneratedTable(t testing.TB, opt gen.Options) (*sqlcat.Catalog, *table.Table, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	cat, err := gen.OpenSQLiteCatalog(ctx, "test", filepath.Join(dir, "cat.db"), filepath.Join(dir, "wh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	tbl, err := gen.Create(ctx, cat, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat, tbl, dir
 }

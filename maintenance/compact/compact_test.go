@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 type fixture struct {
@@ -31,18 +32,8 @@ type fixture struct {
 // partitions into a fresh SQLite catalog.
 func newTable(t testing.TB, appends, rows, parts int) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	cat, err := gen.OpenSQLiteCatalog(ctx, "test", filepath.Join(dir, "cat.db"), filepath.Join(dir, "wh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
 	opt := gen.Options{Appends: appends, RowsPerAppend: rows, Partitions: parts, Seed: 7}
-	tbl, err := gen.Create(ctx, cat, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, tbl, dir := testenv.GeneratedTable(t, opt)
 	f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
 	f.rows, f.sum = checksum(t, tbl)
 	return f

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -45,17 +46,7 @@ type localTable struct {
 // protect live files.
 func newLocalTable(t *testing.T, appends, parts int) *localTable {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	cat, err := gen.OpenSQLiteCatalog(ctx, "test", filepath.Join(dir, "cat.db"), filepath.Join(dir, "wh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	tbl, err := gen.Create(ctx, cat, gen.Options{Appends: appends, RowsPerAppend: 50, Partitions: parts, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, tbl, _ := testenv.GeneratedTable(t, gen.Options{Appends: appends, RowsPerAppend: 50, Partitions: parts, Seed: 3})
 	lt := &localTable{cat: cat, tbl: tbl, dir: localPath(t, tbl.Location()), now: time.Now()}
 	lt.rows, lt.sum = checksum(t, tbl)
 	lt.files = walkFiles(t, lt.dir)
