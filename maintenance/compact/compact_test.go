@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
@@ -545,5 +547,68 @@ func TestOldSpecGroupConflictsWithNewEqualityDeletes(t *testing.T) {
 	}
 	if len(added) != 1 {
 		t.Fatalf("new files on disk: %v, want only the writer's delete file", added)
+	}
+}
+
+// flakyCatalog answers a commit with an error that does not say whether it
+// landed (a timeout, a 5xx), after optionally passing the commit through.
+type flakyCatalog struct {
+	TableLoader
+	real   table.CatalogIO
+	commit bool // pass the commit to the real catalog before failing
+}
+
+func (c *flakyCatalog) CommitTable(ctx context.Context, id table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
+	if c.commit {
+		if _, _, err := c.real.CommitTable(ctx, id, reqs, ups); err != nil {
+			return nil, "", err
+		}
+	}
+	return nil, "", errors.New("gateway timeout")
+}
+
+// An unknown commit outcome never deletes the files written: if the commit
+// landed they are live (and the run finds its snapshot and succeeds), if it
+// did not they are left for the orphan pass.
+func TestUnknownCommitOutcomeKeepsWrittenFiles(t *testing.T) {
+	for _, landed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			ctx := context.Background()
+			f := newTable(t, 10, 100, 1)
+			real := f.cat.(table.CatalogIO)
+			flaky := &flakyCatalog{TableLoader: f.cat, real: real, commit: landed}
+			fs, err := f.tbl.FS(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tbl := table.New(f.tbl.Identifier(), f.tbl.Metadata(), f.tbl.MetadataLocation(),
+				func(context.Context) (iceio.IO, error) { return fs, nil }, flaky)
+			cfg := testConfig()
+			plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := parquetFiles(t, f.dir)
+			res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{})
+			after := parquetFiles(t, f.dir)
+			if len(after) != len(before)+1 {
+				t.Fatalf("%d parquet files on disk, %d before: the written file must be kept", len(after), len(before))
+			}
+			if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+				t.Fatalf("rows %d, want %d", rows, f.rows)
+			}
+			if landed {
+				if err != nil || len(res.Commits) != 1 {
+					t.Fatalf("the commit landed: want success with its snapshot, got %v %+v", err, res)
+				}
+				return
+			}
+			if !errors.Is(err, ErrCommitUnknown) || len(res.Commits) != 0 {
+				t.Fatalf("want ErrCommitUnknown and no commit, got %v %+v", err, res)
+			}
+			if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+				t.Fatal("a snapshot was committed")
+			}
+		})
 	}
 }
