@@ -24,9 +24,24 @@
 //	    db: 0
 //	    key_prefix: iceberg-maintainer
 //	  ttl: 60s                 # default 60s, at least 3s
+//	server:                    # maintainer serve
+//	  listen: ":8080"
+//	  token_file: /run/secrets/maintainer-token  # bearer token of /v1/*
+//	  alertmanager: {table_label: table, namespace_label: namespace, task_label: task}
+//	scheduler:
+//	  poll_interval: 30s       # jittered by up to 10%
+//	  max_concurrent_tables: 2
+//	  state_file: /var/lib/maintainer/state.json  # trigger state with a local lock
+//	  shutdown_grace: 60s
+//	  lock_wait: 0s
+//	metrics:
+//	  table_label: true
+//	  max_tables: 200
+//	  health_interval: 5m
 //	defaults:                  # task settings for every table
 //	  compact:
 //	    target_file_size: 512MiB
+//	    trigger: {commit_count: 10, interval: 24h, rate_limit: 10m}
 //	tables:                    # overrides, applied in order on matching tables
 //	  - match: "db.events_*"
 //	    compact:
@@ -73,15 +88,25 @@ const (
 	DefaultLockTTL        = 60 * time.Second
 	MinLockTTL            = 3 * time.Second
 	DefaultRedisKeyPrefix = "iceberg-maintainer"
+	DefaultListen         = ":8080"
+	DefaultPollInterval   = 30 * time.Second
+	MinPollInterval       = time.Second
+	DefaultMaxConcurrent  = 2
+	DefaultShutdownGrace  = 60 * time.Second
+	DefaultMaxTables      = 200
+	DefaultHealthInterval = 5 * time.Minute
 )
 
 // Config is a loaded, validated configuration. Its methods only read it, so
 // one Config may be shared by concurrent goroutines.
 type Config struct {
-	Catalog  CatalogConfig   `yaml:"catalog"`
-	Lock     LockConfig      `yaml:"lock"`
-	Defaults TaskSet         `yaml:"defaults"`
-	Tables   []TableOverride `yaml:"tables"`
+	Catalog   CatalogConfig   `yaml:"catalog"`
+	Lock      LockConfig      `yaml:"lock"`
+	Server    ServerConfig    `yaml:"server"`
+	Scheduler SchedulerConfig `yaml:"scheduler"`
+	Metrics   MetricsConfig   `yaml:"metrics"`
+	Defaults  TaskSet         `yaml:"defaults"`
+	Tables    []TableOverride `yaml:"tables"`
 	// Path is the file the config was loaded from (the name given to Parse).
 	Path string `yaml:"-"`
 
@@ -140,6 +165,52 @@ type RedisConfig struct {
 	DB           int      `yaml:"db"`
 	KeyPrefix    string   `yaml:"key_prefix"`
 }
+
+// ServerConfig is the HTTP side of `maintainer serve`.
+type ServerConfig struct {
+	Listen string `yaml:"listen"` // default ":8080"
+	// TokenFile holds the bearer token that POST /v1/trigger,
+	// /v1/alertmanager and GET /v1/status require; re-read when it changes.
+	// Empty: no authentication (for a sidecar bound to localhost).
+	TokenFile    string             `yaml:"token_file"`
+	Alertmanager AlertmanagerConfig `yaml:"alertmanager"`
+}
+
+// AlertmanagerConfig names the alert labels that say which table (and
+// optionally which task) a firing alert is about.
+type AlertmanagerConfig struct {
+	TableLabel     string `yaml:"table_label"`     // default "table"
+	NamespaceLabel string `yaml:"namespace_label"` // default "namespace"; "" = off
+	TaskLabel      string `yaml:"task_label"`      // default "task"; "" = off
+}
+
+// SchedulerConfig drives `serve` (and the trigger state of `run`).
+type SchedulerConfig struct {
+	PollInterval        time.Duration `yaml:"poll_interval"`         // default 30s, jittered by up to 10%
+	MaxConcurrentTables int           `yaml:"max_concurrent_tables"` // default 2
+	// StateFile keeps trigger state across restarts when lock.backend is
+	// local (with redis, the state lives in Redis and is shared). Empty:
+	// state lives in memory, so every process starts "never run".
+	StateFile string `yaml:"state_file"`
+	// ShutdownGrace is how long SIGTERM lets running tasks finish before
+	// cancelling them; default 60s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// LockWait is how long a run waits for a table another replica is
+	// working on; default 0 (report busy at once).
+	LockWait time.Duration `yaml:"lock_wait"`
+}
+
+// MetricsConfig bounds the per-table series.
+type MetricsConfig struct {
+	TableLabel *bool `yaml:"table_label"` // default true
+	MaxTables  int   `yaml:"max_tables"`  // default 200; tables beyond share table="_other"
+	// HealthInterval is how often serve re-measures a table's health gauges
+	// from its manifests (after a run they are measured at once); default 5m.
+	HealthInterval time.Duration `yaml:"health_interval"`
+}
+
+// TableLabelOn reports whether metrics carry the table label.
+func (m MetricsConfig) TableLabelOn() bool { return m.TableLabel == nil || *m.TableLabel }
 
 // Secret is a string that prints as "<redacted>" so it does not leak into
 // logs; convert it with string(s) to use it.

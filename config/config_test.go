@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -106,6 +109,13 @@ defaults:
     max_commits: 20
     commit_retries: 6
     remove_dead_deletes: false
+    trigger:
+      commit_count: 12
+      data_file_count: 100
+      data_file_bytes: 1GiB
+      delete_file_count: 8
+      interval: 12h
+      rate_limit: 15m
 tables:
   - match: "db.events_*"
     compact:
@@ -138,6 +148,10 @@ tables:
 			},
 			TTL: 90 * time.Second,
 		},
+		Server: ServerConfig{Listen: ":8080",
+			Alertmanager: AlertmanagerConfig{TableLabel: "table", NamespaceLabel: "namespace", TaskLabel: "task"}},
+		Scheduler: SchedulerConfig{PollInterval: 30 * time.Second, MaxConcurrentTables: 2, ShutdownGrace: time.Minute},
+		Metrics:   MetricsConfig{MaxTables: 200, HealthInterval: 5 * time.Minute},
 		Defaults: TaskSet{Compact: &CompactSettings{
 			Enabled:                     ptr(true),
 			TargetFileSize:              ptr(Size(256 << 20)),
@@ -154,6 +168,10 @@ tables:
 			MaxCommits:                  ptr(20),
 			CommitRetries:               ptr(6),
 			RemoveDeadDeletes:           ptr(false),
+			Trigger: &TriggerSettings{
+				CommitCount: ptr(12), DataFileCount: ptr(100), DataFileBytes: ptr(Size(1 << 30)),
+				DeleteFileCount: ptr(8), Interval: ptr(Duration(12 * time.Hour)), RateLimit: ptr(Duration(15 * time.Minute)),
+			},
 		}},
 		Tables: []TableOverride{
 			{Match: "db.events_*", TaskSet: TaskSet{Compact: &CompactSettings{MinInputFiles: ptr(10)}}},
@@ -290,7 +308,7 @@ defaults:
 		want: []string{
 			`maintainer.yaml:2:3: catalog.typ: unknown key (did you mean "type"?)`,
 			`maintainer.yaml:8:3: lock.backnd: unknown key (did you mean "backend"?)`,
-			`maintainer.yaml:9:1: expire: unknown key (allowed: catalog, lock, defaults, tables)`,
+			`maintainer.yaml:9:1: expire: unknown key (allowed: catalog, lock, server, scheduler, metrics, defaults, tables)`,
 			`maintainer.yaml:13:5: defaults.compact.min_input_file: unknown key (did you mean "min_input_files"?)`,
 		},
 	}, {
@@ -753,26 +771,37 @@ tables:
 	}
 }
 
-// Every compact.Config field has a setting of the same name whose YAML key
-// is the snake_case name validate.FieldError uses, and back.
-func TestCompactSettingsCoverConfig(t *testing.T) {
-	st := reflect.TypeFor[CompactSettings]()
-	ct := reflect.TypeFor[compact.Config]()
-	if st.NumField() != ct.NumField() {
-		t.Errorf("CompactSettings has %d fields, compact.Config %d", st.NumField(), ct.NumField())
-	}
-	for i := range ct.NumField() {
-		cf := ct.Field(i)
-		sf, ok := st.FieldByName(cf.Name)
-		if !ok {
-			t.Errorf("compact.Config.%s has no setting", cf.Name)
-			continue
+// Every field of a component's Config has a setting of the same name whose
+// YAML key is the snake_case name validate.FieldError uses, and back (the
+// trigger block aside, which is a spec of its own).
+func TestSettingsCoverConfigs(t *testing.T) {
+	for _, pair := range []struct{ settings, cfg reflect.Type }{
+		{reflect.TypeFor[CompactSettings](), reflect.TypeFor[compact.Config]()},
+		{reflect.TypeFor[ExpireSettings](), reflect.TypeFor[expire.Config]()},
+		{reflect.TypeFor[OrphansSettings](), reflect.TypeFor[orphans.Config]()},
+		{reflect.TypeFor[TriggerSettings](), reflect.TypeFor[trigger.Config]()},
+	} {
+		st, ct := pair.settings, pair.cfg
+		n := st.NumField()
+		if _, ok := st.FieldByName("Trigger"); ok {
+			n--
 		}
-		if tag := sf.Tag.Get("yaml"); tag != snake(cf.Name) {
-			t.Errorf("CompactSettings.%s yaml key %q; want %q", cf.Name, tag, snake(cf.Name))
+		if n != ct.NumField() {
+			t.Errorf("%s has %d fields, %s %d", st, n, ct, ct.NumField())
 		}
-		if sf.Type.Kind() != reflect.Pointer || !sf.Type.Elem().ConvertibleTo(cf.Type) {
-			t.Errorf("CompactSettings.%s is %s; want a pointer convertible to %s", cf.Name, sf.Type, cf.Type)
+		for i := range ct.NumField() {
+			cf := ct.Field(i)
+			sf, ok := st.FieldByName(cf.Name)
+			if !ok {
+				t.Errorf("%s.%s has no setting", ct, cf.Name)
+				continue
+			}
+			if tag := sf.Tag.Get("yaml"); tag != snake(cf.Name) {
+				t.Errorf("%s.%s yaml key %q; want %q", st, cf.Name, tag, snake(cf.Name))
+			}
+			if sf.Type.Kind() != reflect.Pointer || !sf.Type.Elem().ConvertibleTo(cf.Type) {
+				t.Errorf("%s.%s is %s; want a pointer convertible to %s", st, cf.Name, sf.Type, cf.Type)
+			}
 		}
 	}
 }

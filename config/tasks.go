@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
 // TaskSet holds the settings of each task, as written in defaults or in one
@@ -51,6 +53,8 @@ type CompactSettings struct {
 	MaxCommits                  *int      `yaml:"max_commits"`
 	CommitRetries               *int      `yaml:"commit_retries"`
 	RemoveDeadDeletes           *bool     `yaml:"remove_dead_deletes"`
+	// Trigger says when the task is due; see TriggerSettings.
+	Trigger *TriggerSettings `yaml:"trigger"`
 }
 
 // ExpireSettings is a partial expire.Config.
@@ -61,6 +65,8 @@ type ExpireSettings struct {
 	MaxRefAge         *Duration `yaml:"max_ref_age"`
 	DeleteConcurrency *int      `yaml:"delete_concurrency"`
 	CommitRetries     *int      `yaml:"commit_retries"`
+	// Trigger says when the task is due; see TriggerSettings.
+	Trigger *TriggerSettings `yaml:"trigger"`
 }
 
 // OrphansSettings is a partial orphans.Config.
@@ -73,6 +79,36 @@ type OrphansSettings struct {
 	Location          *string            `yaml:"location"`
 	ListConcurrency   *int               `yaml:"list_concurrency"`
 	DeleteConcurrency *int               `yaml:"delete_concurrency"`
+	// Trigger says when the task is due; see TriggerSettings.
+	Trigger *TriggerSettings `yaml:"trigger"`
+}
+
+// TriggerSettings is a partial trigger.Config: when a task is due. Each
+// field is merged on its own, so an override may change one threshold and
+// keep the others.
+type TriggerSettings struct {
+	CommitCount     *int      `yaml:"commit_count"`
+	DataFileCount   *int      `yaml:"data_file_count"`
+	DataFileBytes   *Size     `yaml:"data_file_bytes"`
+	DeleteFileCount *int      `yaml:"delete_file_count"`
+	Interval        *Duration `yaml:"interval"`
+	RateLimit       *Duration `yaml:"rate_limit"`
+}
+
+// Default triggers: Flink-like thresholds that keep a busy table healthy, an
+// interval that catches a table whose writers stopped just short of them, and
+// a rate limit so a fast streaming writer does not keep compaction running
+// back to back. A task never run on a table is due at once (the interval has
+// never elapsed), so a fresh CronJob run does the work.
+func defaultTrigger(task string) trigger.Config {
+	switch task {
+	case "compact":
+		return trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}
+	case "expire":
+		return trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}
+	default: // orphans: listing the table location is the expensive part
+		return trigger.Config{Interval: 24 * time.Hour, RateLimit: time.Hour}
+	}
 }
 
 // Resolved is the effective configuration of one table.
@@ -80,6 +116,8 @@ type Resolved struct {
 	Compact compact.Config
 	Expire  expire.Config
 	Orphans orphans.Config
+	// Triggers by task name (compact, expire, orphans).
+	Triggers map[string]trigger.Config
 	// Warnings name table properties that were ignored because they do not
 	// parse or are out of range; the caller logs them.
 	Warnings []string
@@ -155,6 +193,52 @@ var tasks = []taskSpec{{
 	store: func(r *Resolved, v reflect.Value) { r.Orphans = *v.Interface().(*orphans.Config) },
 }}
 
+// triggerSpec is the spec of one task's trigger block: it resolves field by
+// field through the same layers, with its own defaults, and is reported at
+// paths like defaults.compact.trigger.commit_count.
+func triggerSpec(task string, block func(TaskSet) *TriggerSettings) taskSpec {
+	return taskSpec{
+		key:   task + ".trigger",
+		block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(block(ts)) },
+		defaults: func() reflect.Value {
+			c := defaultTrigger(task)
+			return reflect.ValueOf(&c)
+		},
+		validate: func(v reflect.Value) []fieldProblem {
+			return asFieldProblems(v.Interface().(*trigger.Config).Validate())
+		},
+		store: func(r *Resolved, v reflect.Value) {
+			if r.Triggers == nil {
+				r.Triggers = map[string]trigger.Config{}
+			}
+			r.Triggers[task] = *v.Interface().(*trigger.Config)
+		},
+	}
+}
+
+func init() {
+	tasks = append(tasks,
+		triggerSpec("compact", func(ts TaskSet) *TriggerSettings {
+			if ts.Compact == nil {
+				return nil
+			}
+			return ts.Compact.Trigger
+		}),
+		triggerSpec("expire", func(ts TaskSet) *TriggerSettings {
+			if ts.Expire == nil {
+				return nil
+			}
+			return ts.Expire.Trigger
+		}),
+		triggerSpec("orphans", func(ts TaskSet) *TriggerSettings {
+			if ts.Orphans == nil {
+				return nil
+			}
+			return ts.Orphans.Trigger
+		}),
+	)
+}
+
 // asFieldProblems turns a component's Validate error into field problems.
 func asFieldProblems(err error) []fieldProblem {
 	return fieldProblems(err, func(err error) (fieldProblem, bool) {
@@ -226,8 +310,8 @@ func (t taskSpec) apply(ts TaskSet, cfg reflect.Value) {
 	st := b.Type().Elem()
 	for i := range st.NumField() {
 		fv := b.Elem().Field(i)
-		if fv.IsNil() {
-			continue
+		if fv.IsNil() || fv.Type() == reflect.TypeFor[*TriggerSettings]() {
+			continue // the trigger block is a spec of its own
 		}
 		dst := cfg.Elem().FieldByName(st.Field(i).Name)
 		dst.Set(fv.Elem().Convert(dst.Type()))

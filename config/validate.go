@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
 var catalogTypes = []string{CatalogSQL, CatalogREST, CatalogGlue, CatalogHive, CatalogHadoop}
@@ -32,6 +35,9 @@ func (v *validator) checkable(path string) bool { return !v.d.isBad(path) }
 func (v *validator) validate(c *Config) {
 	v.catalog(&c.Catalog)
 	v.lock(&c.Lock)
+	v.server(&c.Server)
+	v.scheduler(&c.Scheduler)
+	v.metrics(&c.Metrics)
 	v.tables(c)
 	v.tasks(c)
 }
@@ -167,6 +173,110 @@ func (v *validator) lock(l *LockConfig) {
 	}
 	if set("lock.redis.password_file") && v.checkable("lock.redis.password_file") {
 		r.Password = v.readSecret("lock.redis.password_file", r.PasswordFile)
+	}
+}
+
+func (v *validator) server(s *ServerConfig) {
+	set := v.d.isSet
+	if !v.checkable("server") {
+		return
+	}
+	switch {
+	case !set("server.listen"):
+		s.Listen = DefaultListen
+	case !v.checkable("server.listen"):
+	default:
+		if _, port, err := net.SplitHostPort(s.Listen); err != nil || port == "" {
+			v.problem("server.listen", "must be [host]:port, e.g. :8080 or 127.0.0.1:8080 (got %q)", s.Listen)
+		}
+	}
+	if set("server.token_file") && v.checkable("server.token_file") {
+		// Read now so a missing secret fails before serving; the server
+		// re-reads the file when it changes.
+		v.readSecret("server.token_file", s.TokenFile)
+		if !filepath.IsAbs(s.TokenFile) {
+			s.TokenFile = filepath.Join(v.dir, s.TokenFile)
+		}
+	}
+	for _, l := range []struct {
+		key      string
+		val      *string
+		def      string
+		optional bool // "" turns the label off
+	}{
+		{"table_label", &s.Alertmanager.TableLabel, "table", false},
+		{"namespace_label", &s.Alertmanager.NamespaceLabel, "namespace", true},
+		{"task_label", &s.Alertmanager.TaskLabel, "task", true},
+	} {
+		p := "server.alertmanager." + l.key
+		switch {
+		case !set(p):
+			*l.val = l.def
+		case !v.checkable(p):
+		case *l.val == "" && l.optional:
+		case !metrics.ValidLabelName(*l.val):
+			v.problem(p, "must be a Prometheus label name (got %q)", *l.val)
+		}
+	}
+}
+
+func (v *validator) scheduler(s *SchedulerConfig) {
+	set := v.d.isSet
+	if !v.checkable("scheduler") {
+		return
+	}
+	switch {
+	case !set("scheduler.poll_interval"):
+		s.PollInterval = DefaultPollInterval
+	case !v.checkable("scheduler.poll_interval"):
+	case s.PollInterval < MinPollInterval:
+		v.problem("scheduler.poll_interval", "must be at least %s (got %s)", MinPollInterval, s.PollInterval)
+	}
+	switch {
+	case !set("scheduler.max_concurrent_tables"):
+		s.MaxConcurrentTables = DefaultMaxConcurrent
+	case !v.checkable("scheduler.max_concurrent_tables"):
+	case s.MaxConcurrentTables < 1:
+		v.problem("scheduler.max_concurrent_tables", "must be at least 1 (got %d)", s.MaxConcurrentTables)
+	}
+	switch {
+	case !set("scheduler.shutdown_grace"):
+		s.ShutdownGrace = DefaultShutdownGrace
+	case !v.checkable("scheduler.shutdown_grace"):
+	case s.ShutdownGrace < 0:
+		v.problem("scheduler.shutdown_grace", "must not be negative (got %s)", s.ShutdownGrace)
+	}
+	if s.LockWait < 0 && v.checkable("scheduler.lock_wait") {
+		v.problem("scheduler.lock_wait", "must not be negative (got %s)", s.LockWait)
+	}
+	if set("scheduler.state_file") && v.checkable("scheduler.state_file") {
+		switch {
+		case strings.TrimSpace(s.StateFile) == "":
+			v.problem("scheduler.state_file", "must not be empty (leave it out to keep state in memory)")
+		case !filepath.IsAbs(s.StateFile):
+			s.StateFile = filepath.Join(v.dir, s.StateFile)
+		}
+	}
+}
+
+func (v *validator) metrics(m *MetricsConfig) {
+	set := v.d.isSet
+	if !v.checkable("metrics") {
+		return
+	}
+	switch {
+	case !set("metrics.max_tables"):
+		m.MaxTables = DefaultMaxTables
+	case !v.checkable("metrics.max_tables"):
+	case m.MaxTables < 1:
+		v.problem("metrics.max_tables", "must be at least 1 (got %d); set table_label: false to drop the label", m.MaxTables)
+	}
+	switch {
+	case !set("metrics.health_interval"):
+		m.HealthInterval = DefaultHealthInterval
+	case !v.checkable("metrics.health_interval"):
+	case m.HealthInterval < time.Second:
+		v.problem("metrics.health_interval", "must be at least 1s (got %s)", m.HealthInterval)
 	}
 }
 

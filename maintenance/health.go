@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
 // Health is a table's state as `status` shows it and health gauges export.
@@ -28,7 +29,18 @@ type Health struct {
 	OldestSnapshot         *time.Time `json:"oldest_snapshot,omitempty"`
 	CommitsSinceCompaction int        `json:"commits_since_compaction"`
 	LastCompaction         *time.Time `json:"last_compaction,omitempty"`
-	Error                  string     `json:"error,omitempty"`
+	// Tasks are each task's last run, from the trigger state.
+	Tasks []TaskState `json:"tasks,omitempty"`
+	Error string      `json:"error,omitempty"`
+}
+
+// TaskState is when a task last ran on a table and how it ended.
+type TaskState struct {
+	Task        string    `json:"task"`
+	LastRun     time.Time `json:"last_run,omitzero"`     // last run that did its work
+	LastAttempt time.Time `json:"last_attempt,omitzero"` // last run whatever its result
+	LastResult  string    `json:"last_result,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
 }
 
 // DeleteFiles counts both kinds of delete files (and deletion vectors).
@@ -49,6 +61,15 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 	h.Table = name
 	if err != nil {
 		h.Error = err.Error()
+	}
+	for _, task := range AllTasks {
+		st, err := r.state.Load(ctx, name, task)
+		if err != nil {
+			h.Error = joinWhy(h.Error, err.Error())
+			continue
+		}
+		h.Tasks = append(h.Tasks, TaskState{Task: task, LastRun: st.LastRun, LastAttempt: st.LastAttempt,
+			LastResult: st.LastResult, LastError: st.LastError})
 	}
 	return h
 }
@@ -122,9 +143,6 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 	return h, nil
 }
 
-func isCompaction(s *table.Snapshot) bool {
-	if s.Summary == nil {
-		return false
-	}
-	return s.Summary.Properties[compact.SummaryOperation] == "compact" || s.Summary.Operation == table.OpReplace
-}
+// isCompaction: the maintainer's own compactions and other engines'
+// rewrites end the count of writers' commits.
+func isCompaction(s *table.Snapshot) bool { return trigger.IsMaintenanceCommit(s) }

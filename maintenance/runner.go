@@ -18,9 +18,11 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
 // Task names, in the order they run.
@@ -37,13 +39,14 @@ var AllTasks = []string{TaskCompact, TaskExpire, TaskOrphans}
 const (
 	StatusSucceeded = "succeeded"
 	StatusNotDue    = "not_due"
+	StatusBusy      = "busy"
 	StatusFailed    = "failed"
 	StatusPlanned   = "planned"
 	StatusSkipped   = "skipped"
 )
 
-// ErrUnavailable marks a dependency (catalog) that could not be reached
-// before any work was done.
+// ErrUnavailable marks a dependency (catalog, lock backend) that could not
+// be reached before any work was done.
 var ErrUnavailable = errors.New("dependency unavailable")
 
 // Catalog is the part of an iceberg-go catalog the runner needs.
@@ -59,6 +62,8 @@ type Policy struct {
 	Compact compact.Config
 	Expire  expire.Config
 	Orphans orphans.Config
+	// Triggers by task; a task without one is due on every pass.
+	Triggers map[string]trigger.Config
 }
 
 // Runner runs maintenance passes over the tables of one catalog.
@@ -67,6 +72,11 @@ type Runner struct {
 	props    map[string]string
 	policy   func(ident string, props iceberg.Properties) (Policy, error)
 	selected func(ident string) bool
+	locker   lock.Locker
+	lockKey  func(table string) string
+	lockOpts lock.Options
+	state    trigger.Store
+	metrics  *Metrics
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -79,8 +89,18 @@ type Deps struct {
 	CatalogProps map[string]string
 	Policy       func(ident string, props iceberg.Properties) (Policy, error)
 	Selected     func(ident string) bool // managed by config and chosen by --table
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Locker leases a table for a run; nil runs unlocked (plan, dry runs
+	// and tests). LockKey names a table's lease (lock.Key with the prefix
+	// and catalog); LockTTL and LockWait as in lock.Options.
+	Locker   lock.Locker
+	LockKey  func(table string) string
+	LockTTL  time.Duration
+	LockWait time.Duration
+	// State keeps trigger state; nil keeps it in memory.
+	State   trigger.Store
+	Metrics *Metrics // nil records nothing
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 func NewRunner(d Deps) *Runner {
@@ -90,29 +110,55 @@ func NewRunner(d Deps) *Runner {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected, log: d.Logger, now: d.Now}
+	if d.State == nil {
+		d.State = trigger.NewMemStore()
+	}
+	if d.LockKey == nil {
+		d.LockKey = func(t string) string { return lock.Key("iceberg-maintainer", "default", t) }
+	}
+	if d.LockTTL <= 0 {
+		d.LockTTL = time.Minute
+	}
+	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
+		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
+		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now}
 }
 
 // Request says what one pass does.
 type Request struct {
-	Tasks  []string // empty = all tasks
-	Force  bool     // run enabled tasks even when their plan finds nothing due
-	DryRun bool     // plan only
+	Tasks []string // empty = all tasks
+	// Force runs the enabled tasks whatever their triggers say (CLI
+	// --force, a trigger request with force).
+	Force bool
+	// Manual runs the enabled tasks whatever their thresholds say, but
+	// honours the rate limit (a trigger request or an alert).
+	Manual bool
+	DryRun bool   // plan only
+	Why    string // why the pass was requested, for logs and outcomes
 }
 
 // Outcome is the result of one task on one table: one JSON object of
 // `--output json`.
 type Outcome struct {
-	Table   string         `json:"table"`
-	Task    string         `json:"task"`
-	Status  string         `json:"status"`
-	Reason  string         `json:"reason,omitempty"`
+	Table  string `json:"table"`
+	Task   string `json:"task"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Trigger says why the task ran (or was considered): a trigger
+	// decision, a request, or --force.
+	Trigger string         `json:"trigger,omitempty"`
 	Error   string         `json:"error,omitempty"`
 	Seconds float64        `json:"duration_seconds"`
 	Compact *CompactReport `json:"compact,omitempty"`
 	Expire  *ExpireReport  `json:"expire,omitempty"`
 	Orphans *OrphansReport `json:"orphans,omitempty"`
 	failure error
+	// ran: the task did its work (succeeded, or its plan found nothing to
+	// do), so its trigger counters start again.
+	ran bool
+	// canceled: the run stopped because its context ended (shutdown, lost
+	// lease), which is not a failure of the task.
+	canceled bool
 }
 
 // Err is the task's failure, if any.
@@ -169,13 +215,64 @@ func (r *Runner) Run(ctx context.Context, tables []table.Identifier, req Request
 	return out
 }
 
-// RunTable runs the requested tasks on one table, in order.
+// RunTable runs the requested tasks on one table, in order, under the
+// table's lease (except on a dry run). A task runs when its trigger says it
+// is due (or the request forces it); its outcome is recorded in the trigger
+// state and the metrics.
 func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome {
 	name := strings.Join(ident, ".")
 	tasks := req.Tasks
 	if len(tasks) == 0 {
 		tasks = AllTasks
 	}
+	var out []Outcome
+	defer func() {
+		at := r.now()
+		for _, o := range out {
+			r.metrics.outcome(o, at)
+		}
+	}()
+	if !req.DryRun && r.locker != nil {
+		lease, err := lock.Acquire(ctx, r.locker, r.lockKey(name), r.lockOpts)
+		switch {
+		case errors.Is(err, lock.ErrBusy):
+			r.metrics.lock("busy", 0)
+			for _, t := range tasks {
+				out = append(out, Outcome{Table: name, Task: t, Status: StatusBusy,
+					Reason: "another maintainer holds this table's lease", Trigger: req.Why})
+			}
+			return out
+		case err != nil:
+			r.metrics.lock("error", 0)
+			out = failAll(name, tasks, fmt.Errorf("take the lease of table %s: %w", name, err))
+			return out
+		}
+		r.metrics.lock("acquired", lease.Waited())
+		defer func() {
+			if lost := lease.Lost(); lost != nil {
+				r.metrics.lockLost()
+				r.log.Error("lease lost while maintaining; the running task stopped before its next commit or delete",
+					"table", name, "err", lost)
+			}
+			// Release on a fresh context: ctx may be cancelled (shutdown),
+			// and the lease must still be given back.
+			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+				r.log.Warn("release lease", "table", name, "err", err)
+			}
+		}()
+		ctx = lease.Context()
+	}
+	out = r.runTasks(ctx, ident, name, tasks, req)
+	if ctx.Err() != nil {
+		// Stopped by shutdown or a lost lease: not a failure of the task.
+		for i := range out {
+			out[i].canceled = out[i].Status == StatusFailed
+		}
+	}
+	return out
+}
+
+func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
 	tbl, err := r.cat.LoadTable(ctx, ident)
 	if err != nil {
 		return failAll(name, tasks, fmt.Errorf("load table %s: %w", name, err))
@@ -186,26 +283,20 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		return failAll(name, tasks, fmt.Errorf("settings for table %s: %w", name, err))
 	}
 	var out []Outcome
+	changed := false
 	for _, task := range AllTasks {
 		if !slices.Contains(tasks, task) {
 			continue
 		}
 		start := r.now()
-		var o Outcome
-		switch task {
-		case TaskCompact:
-			o = r.compact(ctx, tbl, pol.Compact, req)
-		case TaskExpire:
-			o = r.expire(ctx, tbl, pol.Expire, req)
-		case TaskOrphans:
-			o = r.orphans(ctx, tbl, pol.Orphans, req)
-		}
+		o := r.runTask(ctx, tbl, name, task, pol, req, start)
 		if o.Status == StatusSucceeded || o.Status == StatusFailed {
+			changed = true
 			// Later tasks see the table as this one left it (a failed task
 			// may have committed part of its work).
 			fresh, err := r.cat.LoadTable(ctx, ident)
 			if err != nil {
-				r.log.Warn("re-load after a task failed; later tasks plan from the earlier metadata",
+				r.log.Warn("re-load after a task; later tasks plan from the earlier metadata",
 					"table", name, "task", task, "err", err)
 			} else {
 				tbl = fresh
@@ -218,7 +309,156 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		}
 		out = append(out, o)
 	}
+	if changed && r.metrics != nil && ctx.Err() == nil {
+		h, err := TableHealth(ctx, tbl, pol.Compact)
+		h.Table = name
+		if err == nil {
+			r.metrics.health(h, r.now())
+		}
+	}
 	return out
+}
+
+// runTask decides whether one task is due, runs it, and records the result
+// in the trigger state (not on dry runs, not when cancelled).
+func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name, task string, pol Policy, req Request, start time.Time) Outcome {
+	if !pol.enabled(task) {
+		return r.dispatch(ctx, tbl, task, pol, req) // reports "disabled"
+	}
+	if ctx.Err() != nil {
+		// Shutdown or a lost lease: start nothing more.
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("not started: %w", context.Cause(ctx))}
+	}
+	st, err := r.state.Load(ctx, name, task)
+	if err != nil {
+		if !req.DryRun {
+			return Outcome{Status: StatusFailed, failure: err}
+		}
+		// A plan writes nothing, so it can still show the work.
+		o := r.dispatch(ctx, tbl, task, pol, req)
+		o.Trigger = fmt.Sprintf("trigger state unavailable (%v); planned as if due", err)
+		return o
+	}
+	why := joinWhy(req.Why, "forced")
+	if !req.Force {
+		d, err := r.decide(ctx, tbl, task, pol, st, req.Manual, start)
+		if err != nil {
+			return Outcome{Status: StatusFailed, failure: err}
+		}
+		if !d.Due {
+			return Outcome{Status: StatusNotDue, Reason: d.Reason, Trigger: req.Why}
+		}
+		why = d.Reason
+		if req.Manual && req.Why != "" {
+			why = req.Why // the request is the trigger
+		}
+	}
+	mark := trigger.MarkOf(tbl.Metadata()) // writers' commits after this count next time
+	o := r.dispatch(ctx, tbl, task, pol, req)
+	o.Trigger = why
+	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
+	if req.DryRun || o.Status == StatusSkipped || (o.failure != nil && ctx.Err() != nil) {
+		return o
+	}
+	next := trigger.Record(st, mark, start, result(o), o.failure, o.ran)
+	if err := r.state.Save(context.WithoutCancel(ctx), name, task, next); err != nil {
+		// The work is done; the next pass may run the task again early.
+		r.log.Warn("save trigger state", "table", name, "task", task, "err", err)
+	}
+	return o
+}
+
+// decide applies a task's trigger. A manual request replaces the thresholds
+// but keeps the rate limit.
+func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol Policy, st trigger.State, manual bool, now time.Time) (trigger.Decision, error) {
+	cfg := pol.Triggers[task]
+	if manual {
+		cfg = trigger.Config{RateLimit: cfg.RateLimit}
+	}
+	d, err := trigger.Evaluate(ctx, tbl, st, cfg, now)
+	if err != nil {
+		return trigger.Decision{}, fmt.Errorf("count commits for the %s trigger: %w", task, err)
+	}
+	return d, nil
+}
+
+// DueTasks loads a table and returns its enabled tasks that are due, with
+// the reasons; it is cheap (table metadata, manifests only when a
+// threshold needs them) and takes no lease.
+func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier) ([]string, []string, error) {
+	name := strings.Join(ident, ".")
+	tbl, err := r.cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load table %s: %w", name, err)
+	}
+	pol, err := r.policy(name, tbl.Properties())
+	if err != nil {
+		return nil, nil, fmt.Errorf("settings for table %s: %w", name, err)
+	}
+	var due, reasons []string
+	now := r.now()
+	for _, task := range AllTasks {
+		if !pol.enabled(task) {
+			continue
+		}
+		st, err := r.state.Load(ctx, name, task)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := r.decide(ctx, tbl, task, pol, st, false, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if d.Due {
+			due = append(due, task)
+			reasons = append(reasons, task+" "+d.Reason)
+		}
+	}
+	return due, reasons, nil
+}
+
+// RefreshHealth measures a table and sets its health gauges.
+func (r *Runner) RefreshHealth(ctx context.Context, ident table.Identifier) {
+	h := r.Health(ctx, ident)
+	if h.Error != "" {
+		r.log.Warn("measure table health", "table", h.Table, "err", h.Error)
+		return
+	}
+	r.metrics.health(h, r.now())
+}
+
+func joinWhy(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+func (p Policy) enabled(task string) bool {
+	switch task {
+	case TaskCompact:
+		return p.Compact.Enabled
+	case TaskExpire:
+		return p.Expire.Enabled
+	case TaskOrphans:
+		return p.Orphans.Enabled
+	}
+	return false
+}
+
+func (r *Runner) dispatch(ctx context.Context, tbl *table.Table, task string, pol Policy, req Request) Outcome {
+	switch task {
+	case TaskCompact:
+		return r.compact(ctx, tbl, pol.Compact, req)
+	case TaskExpire:
+		return r.expire(ctx, tbl, pol.Expire, req)
+	case TaskOrphans:
+		return r.orphans(ctx, tbl, pol.Orphans, req)
+	}
+	return Outcome{Status: StatusFailed, failure: fmt.Errorf("unknown task %q", task)}
 }
 
 // failAll fails every task of a table that could not be worked on; the

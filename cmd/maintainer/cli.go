@@ -18,10 +18,12 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
+	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
 // Set by the build (-ldflags "-X main.version=... -X main.commit=...").
@@ -46,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "maintainer",
-		Short:         "Keeps Apache Iceberg tables healthy: compaction of small files",
+		Short:         "Keeps Apache Iceberg tables healthy: compaction, snapshot expiry, orphan-file removal",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(
-		newRunCmd(ctx, g), newPlanCmd(ctx, g), newStatusCmd(ctx, g),
+		newRunCmd(ctx, g), newPlanCmd(ctx, g), newStatusCmd(ctx, g), newServeCmd(ctx, g),
 		newConfigCmd(g), newVersionCmd(g), newDemoCmd(ctx, g),
 	)
 	err := root.ExecuteContext(ctx)
@@ -134,25 +136,53 @@ func (g *globals) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
-// env is what the table commands share: config, catalog, runner.
+// env is what the table commands share: config, catalog, runner, and the
+// lock and trigger state backends.
 type env struct {
 	cfg    *config.Config
 	cat    catalog.Catalog
 	runner *maintenance.Runner
+	svc    *services
 	log    *slog.Logger
 }
 
-func (g *globals) setup(ctx context.Context) (*env, error) {
+// close releases the backends' connections.
+func (e *env) close() {
+	if e.svc != nil {
+		e.svc.close()
+	}
+}
+
+// setupOptions say what a command needs beyond the catalog.
+type setupOptions struct {
+	lock     bool                  // lease tables (run, serve)
+	registry prometheus.Registerer // serve: record metrics there
+}
+
+func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	log := g.logger()
+	svc, err := openServices(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if opts.lock {
+		// Never start work the lock backend cannot protect; check it
+		// before touching the catalog.
+		if err := svc.ping(ctx); err != nil {
+			svc.close()
+			return nil, unavailableError{err}
+		}
+	}
 	cat, err := openCatalog(ctx, cfg.Catalog)
 	if err != nil {
+		svc.close()
 		return nil, unavailableError{err}
 	}
-	runner := maintenance.NewRunner(maintenance.Deps{
+	deps := maintenance.Deps{
 		Catalog:      cat,
 		CatalogProps: cfg.Catalog.Properties(),
 		Policy:       policyFunc(cfg, log),
@@ -165,9 +195,19 @@ func (g *globals) setup(ctx context.Context) (*env, error) {
 			}
 			return slices.ContainsFunc(g.tables, func(p string) bool { return config.MatchGlob(p, ident) })
 		},
+		State:  svc.state,
 		Logger: log,
-	})
-	return &env{cfg: cfg, cat: cat, runner: runner, log: log}, nil
+	}
+	if opts.registry != nil {
+		deps.Metrics = maintenance.NewMetrics(opts.registry,
+			metrics.NewTables(cfg.Metrics.TableLabelOn(), cfg.Metrics.MaxTables))
+	}
+	if opts.lock {
+		deps.Locker, deps.LockKey = svc.locker, svc.lockKey
+		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
+	}
+	runner := maintenance.NewRunner(deps)
+	return &env{cfg: cfg, cat: cat, runner: runner, svc: svc, log: log}, nil
 }
 
 // policyFunc resolves a table's settings from the config and the table's
@@ -181,7 +221,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans}, nil
+		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers}, nil
 	}
 }
 
@@ -238,15 +278,17 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "One maintenance pass over the selected tables (for a CronJob)",
-		Long: "Runs each selected task on each selected table. A task whose plan finds nothing to do is\n" +
-			"not_due. Exit codes: 0 all succeeded or were not due; 1 some task failed; 2 bad usage or\n" +
-			"configuration, nothing ran; 3 the catalog was unreachable before any work.",
+		Long: "Runs each due task on each selected table, under the table's lease. A task is due when its\n" +
+			"trigger says so (--force: always); a due task whose plan finds nothing to do is not_due; a\n" +
+			"table another maintainer is working on is busy. Exit codes: 0 all succeeded, were not due or\n" +
+			"busy; 1 some task failed; 2 bad usage or configuration, nothing ran; 3 the catalog or the\n" +
+			"lock backend was unreachable before any work.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun})
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "run the tasks even if not due")
+	cmd.Flags().BoolVar(&force, "force", false, "run the enabled tasks whatever their triggers say")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan only: write nothing")
 	return cmd
 }
@@ -263,15 +305,11 @@ func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 }
 
 func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
-	e, err := g.setup(ctx)
+	e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
 	if err != nil {
 		return err
 	}
-	if !req.DryRun && e.cfg.Lock.Backend == config.LockRedis {
-		// Refuse rather than run unlocked where the user asked for a lock.
-		return usageError{fmt.Errorf("%s: lock.backend %q is not available in this version yet: runs take no distributed lock; use %q and one maintainer per table",
-			e.cfg.Path, config.LockRedis, config.LockLocal)}
-	}
+	defer e.close()
 	idents, err := e.tables(ctx)
 	if err != nil {
 		return err
@@ -312,6 +350,9 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		fmt.Fprintf(w, ": %s", o.Reason)
 	}
 	fmt.Fprintln(w)
+	if o.Trigger != "" {
+		fmt.Fprintf(w, "  trigger: %s\n", o.Trigger)
+	}
 	if o.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", o.Error)
 	}
@@ -391,10 +432,11 @@ func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Show table health: files, small files, deletes, snapshots",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			e, err := g.setup(ctx)
+			e, err := g.setup(ctx, setupOptions{})
 			if err != nil {
 				return err
 			}
+			defer e.close()
 			idents, err := e.tables(ctx)
 			if err != nil {
 				return err
@@ -442,6 +484,18 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 		fmt.Fprintf(w, " (last %s)", h.LastCompaction.Format("2006-01-02 15:04:05Z"))
 	}
 	fmt.Fprintln(w)
+	for _, t := range h.Tasks {
+		fmt.Fprintf(w, "  %-19s ", t.Task+" last run")
+		if t.LastAttempt.IsZero() {
+			fmt.Fprintln(w, "never (in this trigger state)")
+			continue
+		}
+		fmt.Fprintf(w, "%s, %s", t.LastAttempt.UTC().Format("2006-01-02 15:04:05Z"), t.LastResult)
+		if t.LastError != "" {
+			fmt.Fprintf(w, ": %s", t.LastError)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func newConfigCmd(g *globals) *cobra.Command {

@@ -105,10 +105,19 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	}
 	fmt.Fprintln(w)
 
+	svc, err := openServices(cfg, g.logger())
+	if err != nil {
+		return err
+	}
+	defer svc.close()
 	runner := maintenance.NewRunner(maintenance.Deps{
 		Catalog:  cat,
 		Policy:   policyFunc(cfg, g.logger()),
 		Selected: cfg.Managed,
+		Locker:   svc.locker,
+		LockKey:  svc.lockKey,
+		LockTTL:  cfg.Lock.TTL,
+		State:    svc.state,
 		Logger:   g.logger(),
 	})
 	ident := tbl.Identifier()

@@ -586,25 +586,3 @@ func TestDemo(t *testing.T) {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 }
-
-// Until distributed locks exist, a config that asks for them must not run
-// unlocked: run refuses with exit 2; plan, which writes nothing, still works.
-func TestRedisLockBackendRefusedUntilAvailable(t *testing.T) {
-	dir := t.TempDir()
-	wh := filepath.Join(dir, "wh")
-	if err := os.MkdirAll(wh, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "maintainer.yaml")
-	body := "catalog:\n  type: hadoop\n  warehouse: " + wh + "\nlock:\n  backend: redis\n  redis:\n    addrs: [\"127.0.0.1:6379\"]\n"
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := runMaintainer(t, dir, "run", "--config", cfg)
-	expectCode(t, r, 2, "run with the redis lock backend")
-	if !strings.Contains(r.stderr, `lock.backend "redis" is not available`) {
-		t.Errorf("stderr: %s", r.stderr)
-	}
-	r = runMaintainer(t, dir, "plan", "--config", cfg)
-	expectCode(t, r, 0, "plan with the redis lock backend")
-}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,22 +171,23 @@ func (w *watchedRun) stderrText() string {
 	return w.stderr.String()
 }
 
-// signalAtFirstGroup sends sig when the first group has been rewritten
-// (and not committed: the commit comes after all ten groups). It fails the
-// test if the process ends before that. It returns the process's state
-// after it ended.
-func (w *watchedRun) signalAtFirstGroup(t *testing.T, sig os.Signal) *os.ProcessState {
+// atFirstGroup waits until the first group has been rewritten (and not
+// committed: the commit comes after all ten groups). It fails the test if
+// the process ends before that.
+func (w *watchedRun) atFirstGroup(t *testing.T) {
 	t.Helper()
 	select {
 	case <-w.firstGroup:
-		if err := w.cmd.Process.Signal(sig); err != nil {
-			t.Fatalf("send %v: %v", sig, err)
-		}
 	case <-w.stderrEOF:
 		_ = w.cmd.Wait()
 		t.Fatalf("the run ended before it rewrote a group (%v); stdout:\n%s\nstderr:\n%s",
 			w.cmd.ProcessState, w.stdout.String(), w.stderrText())
 	}
+}
+
+// wait waits for the process to end and returns its state.
+func (w *watchedRun) wait(t *testing.T) *os.ProcessState {
+	t.Helper()
 	<-w.stderrEOF
 	err := w.cmd.Wait()
 	var ee *exec.ExitError
@@ -193,6 +195,39 @@ func (w *watchedRun) signalAtFirstGroup(t *testing.T, sig os.Signal) *os.Process
 		t.Fatalf("wait: %v", err)
 	}
 	return w.cmd.ProcessState
+}
+
+// waitLine waits until a stderr line matches re and returns its submatches;
+// it fails the test if the process ends first or after a minute.
+func (w *watchedRun) waitLine(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		if m := re.FindStringSubmatch(w.stderrText()); m != nil {
+			return m
+		}
+		select {
+		case <-w.stderrEOF:
+			if m := re.FindStringSubmatch(w.stderrText()); m != nil {
+				return m
+			}
+			t.Fatalf("the process ended without logging %s; stderr:\n%s", re, w.stderrText())
+		case <-deadline:
+			t.Fatalf("no line matching %s after a minute; stderr:\n%s", re, w.stderrText())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// signalAtFirstGroup sends sig when the first group has been rewritten and
+// returns the process's state after it ended.
+func (w *watchedRun) signalAtFirstGroup(t *testing.T, sig os.Signal) *os.ProcessState {
+	t.Helper()
+	w.atFirstGroup(t)
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("send %v: %v", sig, err)
+	}
+	return w.wait(t)
 }
 
 // TestInterruptedRun kills a compaction mid-run, then terminates one, and

@@ -133,7 +133,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				outputs <- groupOutput{g: g, err: ctx.Err()}
+				outputs <- groupOutput{g: g, err: context.Cause(ctx)}
 				continue
 			}
 			wg.Add(1)
@@ -154,6 +154,10 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	var batch []groupOutput
 	var failed bool
 	for out := range outputs {
+		if out.err != nil && ctx.Err() != nil && errors.Is(out.err, context.Canceled) {
+			// Say why it stopped (a lost lease, shutdown), not just that it did.
+			out.err = fmt.Errorf("stopped: %w", context.Cause(ctx))
+		}
 		if out.err != nil {
 			failed = true
 			e.fail(out, out.err)
@@ -209,8 +213,8 @@ type executor struct {
 // again, counting rows on both sides.
 func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group) (out groupOutput) {
 	out.g = g
-	if err := ctx.Err(); err != nil {
-		out.err = err
+	if ctx.Err() != nil {
+		out.err = context.Cause(ctx)
 		return out
 	}
 	meta := tbl.Metadata()

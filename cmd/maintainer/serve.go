@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/iceberg-maintainer/maintainer/maintenance"
+	"github.com/iceberg-maintainer/maintainer/metrics"
+	"github.com/iceberg-maintainer/maintainer/server"
+)
+
+func newServeCmd(ctx context.Context, g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Watch the selected tables and maintain them when due; serve the trigger API, the Alertmanager webhook and /metrics",
+		Long: "Polls the selected tables (scheduler.poll_interval), queues those with due tasks, and runs up\n" +
+			"to scheduler.max_concurrent_tables at a time, each under its lease. HTTP on server.listen:\n" +
+			"POST /v1/trigger, POST /v1/alertmanager, GET /v1/status, /metrics, /healthz, /readyz.\n" +
+			"SIGTERM stops taking work, lets running tasks finish within scheduler.shutdown_grace,\n" +
+			"releases every lease and exits 0.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return g.serve(ctx) },
+	}
+}
+
+func (g *globals) serve(ctx context.Context) error {
+	reg := metrics.NewRegistry()
+	e, err := g.setup(ctx, setupOptions{lock: true, registry: reg})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	sc := maintenance.DefaultSchedulerConfig()
+	sc.PollInterval = e.cfg.Scheduler.PollInterval
+	sc.MaxConcurrentTables = e.cfg.Scheduler.MaxConcurrentTables
+	sc.ShutdownGrace = e.cfg.Scheduler.ShutdownGrace
+	sc.HealthInterval = e.cfg.Metrics.HealthInterval
+	sched, err := maintenance.NewScheduler(e.runner, sc, e.log)
+	if err != nil {
+		return usageError{err}
+	}
+	srvCfg := server.DefaultConfig()
+	srvCfg.Listen = e.cfg.Server.Listen
+	srvCfg.TokenFile = e.cfg.Server.TokenFile
+	srvCfg.AlertTableLabel = e.cfg.Server.Alertmanager.TableLabel
+	srvCfg.AlertNamespaceLabel = e.cfg.Server.Alertmanager.NamespaceLabel
+	srvCfg.AlertTaskLabel = e.cfg.Server.Alertmanager.TaskLabel
+	srv, err := server.New(srvCfg, server.Deps{
+		Queue: sched,
+		Ready: map[string]func(context.Context) error{
+			"catalog": func(ctx context.Context) error {
+				_, err := e.cat.ListNamespaces(ctx, nil)
+				return err
+			},
+			"lock": e.svc.ping,
+		},
+		Gatherer:   reg,
+		Registerer: reg,
+		Logger:     e.log,
+	})
+	if err != nil {
+		return usageError{fmt.Errorf("%s: server: %w", e.cfg.Path, err)}
+	}
+	e.log.Info("serving", "listen", srvCfg.Listen, "catalog", e.cfg.Catalog.Name, "lock", e.svc.backend,
+		"poll_interval", sc.PollInterval, "max_concurrent_tables", sc.MaxConcurrentTables)
+	grp, gctx := errgroup.WithContext(ctx)
+	grp.Go(func() error { return srv.Run(gctx) })
+	go func() {
+		select {
+		case <-srv.Listening():
+			e.log.Info("listening", "addr", srv.Addr())
+		case <-gctx.Done():
+		}
+	}()
+	grp.Go(func() error { return sched.Run(gctx) })
+	err = grp.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	e.log.Info("stopped: every lease released")
+	return nil
+}

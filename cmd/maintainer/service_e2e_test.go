@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/redistest"
+	"github.com/iceberg-maintainer/maintainer/lock"
+)
+
+// redisConfig returns the warehouse's config with a Redis lock (a key
+// prefix of its own, so parallel tests do not meet) and extra YAML.
+func (w *genWarehouse) redisConfig(t *testing.T, addr, extra string) (path, prefix string) {
+	t.Helper()
+	prefix = fmt.Sprintf("e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+	base, err := os.ReadFile(w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state lives in Redis; drop the demo's state_file block so that
+	// extra may bring its own scheduler block.
+	if i := strings.Index(string(base), "\nscheduler:\n"); i >= 0 {
+		base = base[:i+1]
+	}
+	text := strings.Replace(string(base), "lock:\n  backend: local\n", "lock:\n  backend: redis\n  redis:\n    addrs: [\""+addr+"\"]\n    key_prefix: "+prefix+"\n", 1)
+	if text == string(base) {
+		t.Fatalf("the default config has no local lock block to replace:\n%s", base)
+	}
+	return writeFile(t, filepath.Join(w.dir, "redis.yaml"), text+extra), prefix
+}
+
+// Two maintainers against one Redis and one table: while one compacts, the
+// other finds every task busy, changes nothing and exits 0; the first
+// finishes the work.
+func TestTwoMaintainersOneRedis(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Need(t)
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	cfg, _ := w.redisConfig(t, addr, "")
+	before := w.state(t, name)
+
+	first := startWatched(t, t.Context(), w.dir, "run", "--config", cfg, "--force", "--output", "json")
+	first.atFirstGroup(t)
+	second := runMaintainer(t, w.dir, "run", "--config", cfg, "--force", "--output", "json")
+	expectCode(t, second, 0, "the second maintainer (busy)")
+	outs := jsonLines[map[string]any](t, second.stdout)
+	if len(outs) != 3 {
+		t.Fatalf("second maintainer printed %d outcomes; want 3:\n%s", len(outs), second)
+	}
+	for _, o := range outs {
+		if o["status"] != "busy" {
+			t.Errorf("second maintainer, task %v: status %v; want busy\n%s", o["task"], o["status"], second)
+		}
+	}
+	if st := first.wait(t); st.ExitCode() != 0 {
+		t.Fatalf("first maintainer: %v\nstdout:\n%s\nstderr:\n%s", st, first.stdout.String(), first.stderrText())
+	}
+	byTask := map[string]string{}
+	for _, o := range jsonLines[map[string]any](t, first.stdout.String()) {
+		byTask[o["task"].(string)] = o["status"].(string)
+	}
+	if byTask["compact"] != "succeeded" {
+		t.Errorf("first maintainer outcomes %v; want compact succeeded", byTask)
+	}
+	after := w.state(t, name)
+	if !after.compacted() || after.rows != before.rows || after.sum != before.sum {
+		t.Errorf("table after: %+v; before: %+v", after, before)
+	}
+}
+
+// A lease that is lost while compaction runs (here its key vanishes from
+// Redis, as after a failover) stops the compaction before it commits: the
+// table is unchanged and the run fails saying why.
+func TestLostLeaseStopsCompaction(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Need(t)
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	// A 3s lease is extended every second; one group at a time leaves
+	// seconds between the first group and the commit.
+	cfg, prefix := w.redisConfig(t, addr, "")
+	text, _ := os.ReadFile(cfg)
+	text = bytes.Replace(text, []byte("  ttl: 60s\n"), []byte("  ttl: 3s\n"), 1)
+	text = bytes.Replace(text, []byte("  compact:\n    enabled: true\n"), []byte("  compact:\n    enabled: true\n    max_concurrent_groups: 1\n"), 1)
+	if err := os.WriteFile(cfg, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := w.state(t, name)
+
+	run := startWatched(t, t.Context(), w.dir, "run", "--config", cfg, "--force", "--task", "compact", "--output", "json")
+	run.atFirstGroup(t)
+	key := lock.Key(prefix, genCatalog, genNamespace+"."+name)
+	if n, err := redistest.Client(t, addr).Del(t.Context(), key).Result(); err != nil || n != 1 {
+		t.Fatalf("delete lock key %q: %d, %v", key, n, err)
+	}
+	st := run.wait(t)
+	if st.ExitCode() != 1 {
+		t.Fatalf("run after losing its lease: %v; want exit 1\nstdout:\n%s\nstderr:\n%s", st, run.stdout.String(), run.stderrText())
+	}
+	outs := jsonLines[map[string]any](t, run.stdout.String())
+	if len(outs) != 1 || outs[0]["status"] != "failed" || !strings.Contains(fmt.Sprint(outs[0]["error"]), "lease lost") {
+		t.Errorf("outcome: %v; want compact failed with \"lease lost\"", outs)
+	}
+	after := w.state(t, name)
+	if after.snapshotID != before.snapshotID || after.rows != before.rows || after.sum != before.sum {
+		t.Errorf("the table changed after the lease was lost: before %+v, after %+v", before, after)
+	}
+}
+
+// Redis down: run starts no maintenance, says why, exits 3; plan (which
+// takes no lock) still shows the work.
+func TestRedisDownExit3(t *testing.T) {
+	t.Parallel()
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	down := redistest.ClosedAddr(t)
+	cfg, _ := w.redisConfig(t, down, "")
+	before := treeHash(t, w.dir)
+
+	r := runMaintainer(t, w.dir, "run", "--config", cfg, "--force")
+	expectCode(t, r, 3, "run with Redis down")
+	if !strings.Contains(r.stderr, "lock backend redis") || !strings.Contains(r.stderr, down) {
+		t.Errorf("stderr does not name the lock backend and its address:\n%s", r.stderr)
+	}
+	if d := diffTrees(before, treeHash(t, w.dir)); d != "" {
+		t.Errorf("run with Redis down touched files (not even the catalog should be opened):\n%s", d)
+	}
+	r = runMaintainer(t, w.dir, "plan", "--config", cfg, "--task", "compact", "--output", "json")
+	expectCode(t, r, 0, "plan with Redis down")
+	outs := jsonLines[map[string]any](t, r.stdout)
+	if len(outs) != 1 || outs[0]["status"] != "planned" || !strings.Contains(fmt.Sprint(outs[0]["trigger"]), "trigger state unavailable") {
+		t.Errorf("plan with Redis down: %v", outs)
+	}
+}
+
+// serve end to end: a writer's appends reach commit_count and compaction
+// runs on its own; an Alertmanager notification makes expiry run; the API
+// wants its token; /metrics shows the runs; SIGTERM exits 0.
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Need(t)
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	token := writeFile(t, filepath.Join(w.dir, "token"), "e2e-token\n")
+	cfg, _ := w.redisConfig(t, addr, `server:
+  listen: 127.0.0.1:0
+  token_file: `+token+`
+scheduler:
+  poll_interval: 1s
+metrics:
+  health_interval: 1s
+tables:
+  - match: "demo.*"
+    compact:
+      trigger: {commit_count: 210, interval: 0s, rate_limit: 0s}
+    expire:
+      retain_last: 1
+      max_snapshot_age: 1s
+      trigger: {commit_count: 100000, interval: 0s}
+    orphans:
+      enabled: false
+`)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	srv := startWatched(t, ctx, w.dir, "serve", "--config", cfg, "--log-level", "debug")
+	base := "http://" + srv.waitLine(t, regexp.MustCompile(`msg=listening addr=(\S+)`))[1]
+	api := func(method, path, tok, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	type status struct {
+		Tables   int       `json:"tables"`
+		LastPoll time.Time `json:"last_poll"`
+		Recent   []struct {
+			Table, Task, Status, Trigger, Error string
+		} `json:"recent"`
+	}
+	getStatus := func() status {
+		code, body := api("GET", "/v1/status", "e2e-token", "")
+		if code != http.StatusOK {
+			t.Fatalf("GET /v1/status: %d %s", code, body)
+		}
+		var s status
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatalf("status JSON: %v\n%s", err, body)
+		}
+		return s
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("gave up waiting for %s; status %+v\nstderr:\n%s", what, getStatus(), srv.stderrText())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("the first poll", func() bool { return getStatus().Tables == 1 })
+
+	// 200 commits, commit_count 210: not due yet.
+	if code, _ := api("GET", "/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, body := api("GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	if s := w.state(t, name); s.compacted() {
+		t.Fatal("compacted before the trigger was reached")
+	}
+
+	// A writer appends 10 more: commit_count reached.
+	cat, err := gen.OpenSQLiteCatalog(ctx, genCatalog, filepath.Join(w.dir, "catalog.db"), filepath.Join(w.dir, "warehouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := gen.Options{Namespace: genNamespace, Table: name, Appends: genAppends, RowsPerAppend: genRows, Partitions: genPartitions, Seed: 42}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{genNamespace, name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Append(ctx, tbl, opt, 10, gen.NextAppendIndex(tbl)); err != nil {
+		t.Fatal(err)
+	}
+	cat.Close()
+	want := w.state(t, name)
+	waitFor("compaction after the 210th commit", func() bool { return w.state(t, name).compacted() })
+	if s := w.state(t, name); s.rows != want.rows || s.sum != want.sum {
+		t.Errorf("rows after compaction by serve: %d/%x; want %d/%x", s.rows, s.sum, want.rows, want.sum)
+	}
+
+	// The API wants the token.
+	alert := `{"version":"4","groupKey":"{}:{alertname=\"IcebergSnapshotsPilingUp\"}","truncatedAlerts":0,"status":"firing",
+"receiver":"iceberg-maintainer","groupLabels":{"alertname":"IcebergSnapshotsPilingUp"},
+"commonLabels":{"alertname":"IcebergSnapshotsPilingUp","namespace":"demo","table":"events","task":"expire","severity":"warning"},
+"commonAnnotations":{"summary":"demo.events has 211 snapshots"},"externalURL":"http://alertmanager:9093",
+"alerts":[{"status":"firing","labels":{"alertname":"IcebergSnapshotsPilingUp","namespace":"demo","table":"events","task":"expire","severity":"warning"},
+"annotations":{"summary":"demo.events has 211 snapshots"},"startsAt":"2026-11-30T10:00:00Z","endsAt":"0001-01-01T00:00:00Z",
+"generatorURL":"http://prometheus:9090/graph","fingerprint":"a1b2c3d4e5f60718"}]}`
+	if code, _ := api("POST", "/v1/alertmanager", "", alert); code != http.StatusUnauthorized {
+		t.Errorf("alert without the token: %d; want 401", code)
+	}
+	if code, _ := api("POST", "/v1/trigger", "wrong", `{"table":"demo.events"}`); code != http.StatusUnauthorized {
+		t.Errorf("trigger with a wrong token: %d; want 401", code)
+	}
+	if code, body := api("POST", "/v1/trigger", "e2e-token", `{"table":"demo.nope"}`); code != http.StatusBadRequest || !strings.Contains(body, "demo.nope") {
+		t.Errorf("trigger of an unknown table: %d %s; want 400 naming it", code, body)
+	}
+	snapsBefore := w.state(t, name).snapshots
+	code, body := api("POST", "/v1/alertmanager", "e2e-token", alert)
+	if code != http.StatusAccepted || !strings.Contains(body, `"demo.events"`) || !strings.Contains(body, `"expire"`) {
+		t.Fatalf("alert: %d %s; want 202 queueing expire of demo.events", code, body)
+	}
+	waitFor("expiry requested by the alert", func() bool {
+		for _, r := range getStatus().Recent {
+			if r.Task == "expire" && r.Status != "not_due" {
+				return true
+			}
+		}
+		return false
+	})
+	var ran bool
+	for _, r := range getStatus().Recent {
+		if r.Task == "expire" && r.Status == "succeeded" && strings.Contains(r.Trigger, "IcebergSnapshotsPilingUp") {
+			ran = true
+		}
+	}
+	if s := w.state(t, name); !ran || s.snapshots >= snapsBefore || s.rows != want.rows || s.sum != want.sum {
+		t.Errorf("after the alert: ran=%v, snapshots %d (before %d), rows %d/%x; status %+v", ran, s.snapshots, snapsBefore, s.rows, s.sum, getStatus())
+	}
+
+	// The metrics show it all.
+	code, metricsText := api("GET", "/metrics", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		`iceberg_maintainer_runs_total{result="success",table="demo.events",task="compact"} 1`,
+		`iceberg_maintainer_runs_total{result="success",table="demo.events",task="expire"} 1`,
+		`iceberg_maintainer_trigger_requests_total{result="queued",source="alertmanager"} 1`,
+		`iceberg_maintainer_trigger_requests_total{result="unauthorized",source="alertmanager"} 1`,
+		`iceberg_maintainer_lock_acquisitions_total{result="acquired"}`,
+		`iceberg_maintainer_table_data_files{table="demo.events"} 10`,
+		`iceberg_maintainer_managed_tables 1`,
+	} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", grepLines(metricsText, "iceberg_maintainer_"))
+	}
+
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.wait(t); st.ExitCode() != 0 {
+		t.Errorf("serve after SIGTERM: %v\nstderr:\n%s", st, srv.stderrText())
+	}
+	if !strings.Contains(srv.stderrText(), "every lease released") {
+		t.Errorf("serve did not say it released its leases:\n%s", srv.stderrText())
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,258 @@
+package maintenance
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/iceberg-maintainer/maintainer/metrics"
+)
+
+// Run results as the runs_total metric labels them. A cancelled run is not a
+// failed one.
+const (
+	ResultSuccess  = "success"
+	ResultFailure  = "failure"
+	ResultSkipped  = "skipped"
+	ResultBusy     = "busy"
+	ResultCanceled = "canceled"
+)
+
+// Metrics are the reconciler's metrics. A nil *Metrics records nothing, so
+// `plan` and tests need no registry.
+type Metrics struct {
+	tables *metrics.Tables
+
+	runs          *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	lastSuccess   *prometheus.GaugeVec
+	filesIn       *prometheus.CounterVec
+	bytesIn       *prometheus.CounterVec
+	filesOut      *prometheus.CounterVec
+	bytesOut      *prometheus.CounterVec
+	expired       *prometheus.CounterVec
+	filesDeleted  *prometheus.CounterVec
+	bytesDeleted  *prometheus.CounterVec
+	orphansFound  *prometheus.CounterVec
+	orphanFiles   *prometheus.GaugeVec
+	orphanBytes   *prometheus.GaugeVec
+	conflicts     *prometheus.CounterVec
+	lockAcquire   *prometheus.CounterVec
+	lockWait      prometheus.Histogram
+	lockLosses    prometheus.Counter
+	triggers      *prometheus.CounterVec
+	queueLength   prometheus.Gauge
+	running       prometheus.Gauge
+	managed       prometheus.Gauge
+	polls         *prometheus.CounterVec
+	healthFiles   *prometheus.GaugeVec
+	healthSmall   *prometheus.GaugeVec
+	healthBytes   *prometheus.GaugeVec
+	healthDeletes *prometheus.GaugeVec
+	healthSnaps   *prometheus.GaugeVec
+	healthOldest  *prometheus.GaugeVec
+	healthCommits *prometheus.GaugeVec
+	healthTime    *prometheus.GaugeVec
+}
+
+// NewMetrics registers the reconciler's metrics on reg. tables bounds the
+// table label (nil: every table is "_other").
+func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
+	f := promauto.With(reg)
+	ns := metrics.Namespace
+	tl := metrics.LabelTable
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return f.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		tables: tables,
+		runs: counter("runs_total", "Task runs by table, task and result (success, failure, skipped, busy, canceled).",
+			tl, metrics.LabelTask, metrics.LabelResult),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "run_duration_seconds",
+			Help:    "Duration of task runs that did work (success or failure), by task.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 3, 11)}, []string{metrics.LabelTask}),
+		lastSuccess: gauge("last_success_timestamp_seconds", "When a task last succeeded on a table (or found nothing to do), Unix seconds.",
+			tl, metrics.LabelTask),
+		filesIn:      counter("rewritten_files_total", "Data files rewritten (replaced) by compaction.", tl),
+		bytesIn:      counter("rewritten_bytes_total", "Bytes of data files rewritten (replaced) by compaction.", tl),
+		filesOut:     counter("written_files_total", "Data files written by compaction.", tl),
+		bytesOut:     counter("written_bytes_total", "Bytes of data files written by compaction.", tl),
+		expired:      counter("snapshots_expired_total", "Snapshots expired.", tl),
+		filesDeleted: counter("deleted_files_total", "Files deleted, by task (expire: unreferenced files of expired snapshots; orphans: orphan files).", tl, metrics.LabelTask),
+		bytesDeleted: counter("deleted_bytes_total", "Bytes of files deleted, by task.", tl, metrics.LabelTask),
+		orphansFound: counter("orphan_files_found_total", "Orphan files found past the minimum age, summed over scans.", tl),
+		orphanFiles:  gauge("table_orphan_files", "Orphan files past the minimum age found by the last scan of a table.", tl),
+		orphanBytes:  gauge("table_orphan_bytes", "Bytes of orphan files past the minimum age found by the last scan of a table.", tl),
+		conflicts:    counter("commit_conflicts_total", "Commits retried after a conflict with a concurrent writer, by task.", tl, metrics.LabelTask),
+		lockAcquire: counter("lock_acquisitions_total", "Attempts to take a table's lease, by result (acquired, busy, error).",
+			metrics.LabelResult),
+		lockWait: f.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "lock_wait_seconds",
+			Help:    "Time spent waiting for a table's lease before taking it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9)}),
+		lockLosses: f.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lock_losses_total",
+			Help: "Leases lost while a task ran (extension failed or expired); the task stopped before its next commit or delete."}),
+		triggers: metrics.TriggerRequests(reg),
+		queueLength: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_length",
+			Help: "Tables waiting in serve's queue."}),
+		running: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "running_tables",
+			Help: "Tables being maintained right now."}),
+		managed: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "managed_tables",
+			Help: "Tables selected for maintenance at the last poll."}),
+		polls:         counter("polls_total", "Polls of the catalog by result (success, failure).", metrics.LabelResult),
+		healthFiles:   gauge("table_data_files", "Data files in the table's current snapshot.", tl),
+		healthSmall:   gauge("table_small_files", "Data files smaller than the compaction minimum size.", tl),
+		healthBytes:   gauge("table_data_bytes", "Bytes of data files in the table's current snapshot.", tl),
+		healthDeletes: gauge("table_delete_files", "Delete files (position, equality, deletion vectors) in the current snapshot.", tl),
+		healthSnaps:   gauge("table_snapshots", "Snapshots in the table's metadata.", tl),
+		healthOldest:  gauge("table_oldest_snapshot_timestamp_seconds", "Timestamp of the table's oldest snapshot, Unix seconds.", tl),
+		healthCommits: gauge("table_commits_since_compaction", "Writers' commits on main since the last compaction.", tl),
+		healthTime:    gauge("table_health_timestamp_seconds", "When the table's health gauges were last measured, Unix seconds.", tl),
+	}
+	tables.OnForget(func(table string) {
+		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
+			m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphanFiles, m.orphanBytes, m.conflicts,
+			m.healthFiles, m.healthSmall, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
+			m.healthCommits, m.healthTime)
+	})
+	return m
+}
+
+// result maps an outcome to the runs_total result label.
+func result(o Outcome) string {
+	switch o.Status {
+	case StatusSucceeded:
+		return ResultSuccess
+	case StatusBusy:
+		return ResultBusy
+	case StatusNotDue, StatusSkipped, StatusPlanned:
+		return ResultSkipped
+	}
+	if o.canceled {
+		return ResultCanceled
+	}
+	return ResultFailure
+}
+
+// outcome records one task outcome.
+func (m *Metrics) outcome(o Outcome, at time.Time) {
+	if m == nil || o.Status == StatusPlanned {
+		return
+	}
+	tl, own := m.tables.Label(o.Table)
+	res := result(o)
+	m.runs.WithLabelValues(tl, o.Task, res).Inc()
+	if res == ResultSuccess || res == ResultFailure {
+		m.duration.WithLabelValues(o.Task).Observe(o.Seconds)
+	}
+	if own && (o.Status == StatusSucceeded || o.Status == StatusNotDue && o.ran) {
+		m.lastSuccess.WithLabelValues(tl, o.Task).Set(float64(at.Unix()))
+	}
+	if c := o.Compact; c != nil && o.Status != StatusNotDue {
+		m.filesIn.WithLabelValues(tl).Add(float64(c.FilesIn))
+		m.bytesIn.WithLabelValues(tl).Add(float64(c.BytesIn))
+		m.filesOut.WithLabelValues(tl).Add(float64(c.FilesOut))
+		m.bytesOut.WithLabelValues(tl).Add(float64(c.BytesOut))
+		m.conflicts.WithLabelValues(tl, o.Task).Add(float64(c.CommitRetries))
+	}
+	if e := o.Expire; e != nil {
+		m.expired.WithLabelValues(tl).Add(float64(e.SnapshotsExpired))
+		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.FilesDeleted))
+		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.BytesDeleted))
+		if e.Result != nil {
+			m.conflicts.WithLabelValues(tl, o.Task).Add(float64(e.Result.CommitRetries))
+		}
+	}
+	if r := o.Orphans; r != nil {
+		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.FilesDeleted))
+		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.BytesDeleted))
+		m.orphansFound.WithLabelValues(tl).Add(float64(r.FilesFound))
+		if own && o.ran {
+			// What is left after this run: found minus deleted.
+			m.orphanFiles.WithLabelValues(tl).Set(float64(r.FilesFound - r.FilesDeleted))
+			m.orphanBytes.WithLabelValues(tl).Set(float64(r.BytesFound - r.BytesDeleted))
+		}
+	}
+}
+
+// lock records a lease attempt: result is acquired, busy or error.
+func (m *Metrics) lock(result string, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.lockAcquire.WithLabelValues(result).Inc()
+	if result == "acquired" {
+		m.lockWait.Observe(waited.Seconds())
+	}
+}
+
+func (m *Metrics) lockLost() {
+	if m != nil {
+		m.lockLosses.Inc()
+	}
+}
+
+// trigger counts one request to run a table.
+func (m *Metrics) trigger(source, result string) {
+	if m != nil {
+		m.triggers.WithLabelValues(source, result).Inc()
+	}
+}
+
+// health sets a table's gauges. Only tables with a label of their own get
+// gauges: "_other" would mix tables.
+func (m *Metrics) health(h Health, at time.Time) {
+	if m == nil || h.Error != "" {
+		return
+	}
+	tl, own := m.tables.Label(h.Table)
+	if !own {
+		return
+	}
+	m.healthFiles.WithLabelValues(tl).Set(float64(h.DataFiles))
+	m.healthSmall.WithLabelValues(tl).Set(float64(h.SmallFiles))
+	m.healthBytes.WithLabelValues(tl).Set(float64(h.DataBytes))
+	m.healthDeletes.WithLabelValues(tl).Set(float64(h.DeleteFiles()))
+	m.healthSnaps.WithLabelValues(tl).Set(float64(h.Snapshots))
+	if h.OldestSnapshot != nil {
+		m.healthOldest.WithLabelValues(tl).Set(float64(h.OldestSnapshot.Unix()))
+	}
+	m.healthCommits.WithLabelValues(tl).Set(float64(h.CommitsSinceCompaction))
+	m.healthTime.WithLabelValues(tl).Set(float64(at.Unix()))
+}
+
+// managedTables records the selection after a poll and forgets the series of
+// tables that left it.
+func (m *Metrics) managedTables(names []string) {
+	if m == nil {
+		return
+	}
+	m.managed.Set(float64(len(names)))
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	m.tables.Retain(keep)
+}
+
+func (m *Metrics) poll(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.polls.WithLabelValues(ResultSuccess).Inc()
+	} else {
+		m.polls.WithLabelValues(ResultFailure).Inc()
+	}
+}
+
+func (m *Metrics) queue(queued, running int) {
+	if m == nil {
+		return
+	}
+	m.queueLength.Set(float64(queued))
+	m.running.Set(float64(running))
+}

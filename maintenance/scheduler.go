@@ -1,0 +1,444 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/server"
+)
+
+// SchedulerConfig drives the loop of `maintainer serve`.
+type SchedulerConfig struct {
+	PollInterval        time.Duration // jittered by up to 10%
+	MaxConcurrentTables int
+	// ShutdownGrace is how long running tasks may go on after shutdown
+	// began before they are cancelled.
+	ShutdownGrace time.Duration
+	// HealthInterval spaces the re-measurement of a table's health gauges
+	// (a run measures them at once).
+	HealthInterval time.Duration
+	// History is how many task outcomes GET /v1/status keeps.
+	History int
+}
+
+// DefaultSchedulerConfig returns the defaults of the scheduler block.
+func DefaultSchedulerConfig() SchedulerConfig {
+	return SchedulerConfig{PollInterval: 30 * time.Second, MaxConcurrentTables: 2, ShutdownGrace: time.Minute,
+		HealthInterval: 5 * time.Minute, History: 100}
+}
+
+// Validate reports every bad field.
+func (c SchedulerConfig) Validate() error {
+	var errs []string
+	if c.PollInterval <= 0 {
+		errs = append(errs, fmt.Sprintf("poll_interval must be positive (got %s)", c.PollInterval))
+	}
+	if c.MaxConcurrentTables < 1 {
+		errs = append(errs, fmt.Sprintf("max_concurrent_tables must be at least 1 (got %d)", c.MaxConcurrentTables))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Sprintf("shutdown_grace must not be negative (got %s)", c.ShutdownGrace))
+	}
+	if c.History < 0 {
+		errs = append(errs, fmt.Sprintf("history must not be negative (got %d)", c.History))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("scheduler: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Scheduler is the loop of `serve`: it polls the selected tables, queues
+// those with due tasks (and those asked for over HTTP), and runs up to
+// MaxConcurrentTables of them at a time, each under its lease. It
+// implements server.Queue.
+type Scheduler struct {
+	r   *Runner
+	cfg SchedulerConfig
+	log *slog.Logger
+
+	wake chan struct{} // a queue change or shutdown
+
+	mu          sync.Mutex
+	known       map[string]table.Identifier // managed tables at the last poll
+	queue       []*QueuedTable              // FIFO; at most one entry per table
+	running     map[string]*QueuedTable
+	recent      []RecentRun
+	stopping    bool
+	lastPoll    time.Time
+	lastPollErr string
+	healthAt    map[string]time.Time
+}
+
+// QueuedTable is one table's pending (or running) request, merged from
+// every request made while it waited.
+type QueuedTable struct {
+	Table    string    `json:"table"`
+	Tasks    []string  `json:"tasks"` // in run order; all tasks when every one was asked
+	Reasons  []string  `json:"reasons"`
+	Sources  []string  `json:"sources"`
+	Force    bool      `json:"force,omitempty"`
+	Manual   bool      `json:"manual,omitempty"`
+	QueuedAt time.Time `json:"queued_at"`
+	Started  time.Time `json:"started_at,omitzero"`
+	ident    table.Identifier
+}
+
+// RecentRun is one task outcome as GET /v1/status lists it.
+type RecentRun struct {
+	Table    string    `json:"table"`
+	Task     string    `json:"task"`
+	Status   string    `json:"status"`
+	Reason   string    `json:"reason,omitempty"`
+	Trigger  string    `json:"trigger,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Finished time.Time `json:"finished_at"`
+	Seconds  float64   `json:"duration_seconds"`
+}
+
+// NewScheduler returns a scheduler over r's tables.
+func NewScheduler(r *Runner, cfg SchedulerConfig, log *slog.Logger) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{r: r, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}}, nil
+}
+
+// Run polls and works until ctx is done, then stops taking work, gives the
+// running tasks ShutdownGrace to finish, cancels them, and returns once every
+// lease is released. The first poll happens before Run returns control to the
+// workers, so the table list is known early.
+func (s *Scheduler) Run(ctx context.Context) error {
+	// Tasks keep running past ctx for the grace period.
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWork(nil)
+
+	var wg sync.WaitGroup
+	for range s.cfg.MaxConcurrentTables {
+		wg.Go(func() { s.worker(ctx, workCtx) })
+	}
+	s.poll(ctx)
+	timer := time.NewTimer(s.jittered())
+	defer timer.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-timer.C:
+			s.poll(ctx)
+			timer.Reset(s.jittered())
+		}
+	}
+
+	s.mu.Lock()
+	s.stopping = true
+	dropped := len(s.queue)
+	s.queue = nil
+	running := len(s.running)
+	s.mu.Unlock()
+	s.notify()
+	s.log.Info("shutting down: no new work", "queued_dropped", dropped, "running", running,
+		"grace", s.cfg.ShutdownGrace)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	grace := time.NewTimer(s.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		s.log.Warn("shutdown grace period over: cancelling running tasks")
+		cancelWork(fmt.Errorf("shutdown grace period of %s over", s.cfg.ShutdownGrace))
+		<-done
+	}
+	s.r.metrics.queue(0, 0)
+	return nil
+}
+
+func (s *Scheduler) jittered() time.Duration {
+	d := s.cfg.PollInterval
+	return d - time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+func (s *Scheduler) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// poll refreshes the table list, queues tables with due tasks, and
+// re-measures stale health gauges. A catalog error keeps the last list.
+func (s *Scheduler) poll(ctx context.Context) {
+	idents, err := s.r.Tables(ctx)
+	now := s.r.now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.r.metrics.poll(false)
+		s.log.Error("poll: list tables", "err", err)
+		s.mu.Lock()
+		s.lastPoll, s.lastPollErr = now, err.Error()
+		s.mu.Unlock()
+		return
+	}
+	s.r.metrics.poll(true)
+	names := make([]string, len(idents))
+	known := make(map[string]table.Identifier, len(idents))
+	for i, id := range idents {
+		names[i] = strings.Join(id, ".")
+		known[names[i]] = id
+	}
+	s.r.metrics.managedTables(names)
+	s.mu.Lock()
+	s.known, s.lastPoll, s.lastPollErr = known, now, ""
+	for name := range s.healthAt {
+		if _, ok := known[name]; !ok {
+			delete(s.healthAt, name)
+		}
+	}
+	s.mu.Unlock()
+
+	for i, ident := range idents {
+		if ctx.Err() != nil {
+			return
+		}
+		name := names[i]
+		if s.busy(name) {
+			continue
+		}
+		due, reasons, err := s.r.DueTasks(ctx, ident)
+		if err != nil {
+			s.log.Warn("poll: decide due tasks", "table", name, "err", err)
+			continue
+		}
+		if len(due) > 0 {
+			res := "queued"
+			if _, dup := s.add(name, ident, due, strings.Join(reasons, "; "), "poll", false, false); dup {
+				res = "duplicate"
+			}
+			s.r.metrics.trigger("poll", res)
+			s.log.Info("queued", "table", name, "tasks", strings.Join(due, ","), "reason", strings.Join(reasons, "; "))
+		}
+		if s.r.metrics != nil && !s.busy(name) && s.healthStale(name, now) {
+			s.r.RefreshHealth(ctx, ident)
+		}
+	}
+}
+
+func (s *Scheduler) healthStale(name string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.healthAt[name]) < s.cfg.HealthInterval {
+		return false
+	}
+	s.healthAt[name] = now
+	return true
+}
+
+// busy reports whether the table is queued or running.
+func (s *Scheduler) busy(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.running[name]; ok {
+		return true
+	}
+	return slices.ContainsFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name })
+}
+
+// add queues tasks of a table or merges them into its queued entry.
+func (s *Scheduler) add(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool) (*QueuedTable, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name }); i >= 0 {
+		e := s.queue[i]
+		e.Tasks = mergeTasks(e.Tasks, tasks)
+		if reason != "" && !slices.Contains(e.Reasons, reason) {
+			e.Reasons = append(e.Reasons, reason)
+		}
+		if !slices.Contains(e.Sources, source) {
+			e.Sources = append(e.Sources, source)
+		}
+		e.Force, e.Manual = e.Force || force, e.Manual || manual
+		return e, true
+	}
+	e := &QueuedTable{Table: name, ident: ident, Tasks: mergeTasks(nil, tasks), Sources: []string{source},
+		Force: force, Manual: manual, QueuedAt: s.r.now()}
+	if reason != "" {
+		e.Reasons = []string{reason}
+	}
+	s.queue = append(s.queue, e)
+	s.r.metrics.queue(len(s.queue), len(s.running))
+	s.notify()
+	return e, false
+}
+
+// mergeTasks unions task lists in run order; an empty list means all tasks.
+func mergeTasks(a, b []string) []string {
+	if len(b) == 0 {
+		b = AllTasks
+	}
+	var out []string
+	for _, t := range AllTasks {
+		if slices.Contains(a, t) || slices.Contains(b, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// next blocks until a queued table that is not running can start, or the
+// scheduler stops (nil).
+func (s *Scheduler) next(ctx context.Context) *QueuedTable {
+	for {
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			return nil
+		}
+		for i, e := range s.queue {
+			if _, run := s.running[e.Table]; run {
+				continue
+			}
+			s.queue = slices.Delete(s.queue, i, i+1)
+			e.Started = s.r.now()
+			s.running[e.Table] = e
+			s.r.metrics.queue(len(s.queue), len(s.running))
+			more := len(s.queue) > 0
+			s.mu.Unlock()
+			if more {
+				s.notify() // another worker may take the next one
+			}
+			return e
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			s.notify() // let the other idle workers see it too
+			return nil
+		}
+	}
+}
+
+func (s *Scheduler) worker(ctx, workCtx context.Context) {
+	for {
+		e := s.next(ctx)
+		if e == nil {
+			return
+		}
+		why := strings.Join(e.Reasons, "; ")
+		log := s.log.With("table", e.Table)
+		log.Info("maintaining", "tasks", strings.Join(e.Tasks, ","), "reason", why)
+		outs := s.r.RunTable(workCtx, e.ident, Request{Tasks: e.Tasks, Force: e.Force, Manual: e.Manual, Why: why})
+		now := s.r.now()
+		for _, o := range outs {
+			attrs := []any{"task", o.Task, "status", o.Status, "reason", o.Reason, "seconds", o.Seconds}
+			switch {
+			case o.Status == StatusFailed:
+				log.Error("task failed", append(attrs, "err", o.Error)...)
+			case o.Status == StatusSucceeded:
+				log.Info("task done", attrs...)
+			default:
+				log.Debug("task not run", attrs...)
+			}
+		}
+		s.mu.Lock()
+		delete(s.running, e.Table)
+		for _, o := range outs {
+			s.recent = append(s.recent, RecentRun{Table: o.Table, Task: o.Task, Status: o.Status, Reason: o.Reason,
+				Trigger: o.Trigger, Error: o.Error, Finished: now, Seconds: o.Seconds})
+		}
+		if over := len(s.recent) - s.cfg.History; over > 0 {
+			s.recent = slices.Delete(s.recent, 0, over)
+		}
+		s.healthAt[e.Table] = now // a run that changed the table measured it
+		s.r.metrics.queue(len(s.queue), len(s.running))
+		s.mu.Unlock()
+		s.notify()
+	}
+}
+
+// Enqueue queues a request from the HTTP API or an alert (server.Queue).
+func (s *Scheduler) Enqueue(_ context.Context, req server.Request) (server.Enqueued, error) {
+	for _, t := range req.Tasks {
+		if !slices.Contains(AllTasks, t) {
+			return server.Enqueued{}, fmt.Errorf("%w %q (want one of %s)", server.ErrUnknownTask, t, strings.Join(AllTasks, ", "))
+		}
+	}
+	s.mu.Lock()
+	ident, ok := s.known[req.Table]
+	stopping, n := s.stopping, len(s.known)
+	s.mu.Unlock()
+	if stopping {
+		return server.Enqueued{}, server.ErrStopping
+	}
+	if !ok {
+		return server.Enqueued{}, fmt.Errorf("%w %q: not one of the %d managed tables of the last poll", server.ErrUnknownTable, req.Table, n)
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "requested over " + req.Source
+	}
+	e, dup := s.add(req.Table, ident, req.Tasks, reason, req.Source, req.Force, !req.Force)
+	s.mu.Lock()
+	tasks := slices.Clone(e.Tasks)
+	s.mu.Unlock()
+	return server.Enqueued{Table: req.Table, Tasks: tasks, Duplicate: dup}, nil
+}
+
+// Known reports whether table is managed (server.Queue).
+func (s *Scheduler) Known(table string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.known[table]
+	return ok
+}
+
+// Status is the document of GET /v1/status (server.Queue).
+type Status struct {
+	Tables      int           `json:"tables"`
+	LastPoll    time.Time     `json:"last_poll,omitzero"`
+	LastPollErr string        `json:"last_poll_error,omitempty"`
+	Stopping    bool          `json:"stopping,omitempty"`
+	Queue       []QueuedTable `json:"queue"`
+	Running     []QueuedTable `json:"running"`
+	Recent      []RecentRun   `json:"recent"`
+}
+
+func (s *Scheduler) Status() any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Tables: len(s.known), LastPoll: s.lastPoll, LastPollErr: s.lastPollErr, Stopping: s.stopping,
+		Queue: []QueuedTable{}, Running: []QueuedTable{}, Recent: slices.Clone(s.recent)}
+	for _, e := range s.queue {
+		st.Queue = append(st.Queue, cloneEntry(e))
+	}
+	for _, e := range s.running {
+		st.Running = append(st.Running, cloneEntry(e))
+	}
+	slices.SortFunc(st.Running, func(a, b QueuedTable) int { return strings.Compare(a.Table, b.Table) })
+	if st.Recent == nil {
+		st.Recent = []RecentRun{}
+	}
+	return st
+}
+
+func cloneEntry(e *QueuedTable) QueuedTable {
+	c := *e
+	c.Tasks, c.Reasons, c.Sources = slices.Clone(e.Tasks), slices.Clone(e.Reasons), slices.Clone(e.Sources)
+	return c
+}

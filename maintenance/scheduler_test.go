@@ -1,0 +1,130 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/lock/memlock"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
+	"github.com/iceberg-maintainer/maintainer/server"
+)
+
+func newScheduler(t *testing.T, r *Runner, grace time.Duration) *Scheduler {
+	t.Helper()
+	cfg := DefaultSchedulerConfig()
+	cfg.PollInterval, cfg.ShutdownGrace = time.Hour, grace
+	s, err := NewScheduler(r, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The queue merges requests per table, refuses unknown tables and tasks,
+// and the poll queues due tables.
+func TestSchedulerQueue(t *testing.T) {
+	e := newEnv(t, 3) // 3 commits: below commit_count 5
+	e.policy.Triggers[TaskCompact] = trigger.Config{CommitCount: 5}
+	e.policy.Triggers[TaskExpire] = trigger.Config{CommitCount: 2} // due
+	e.policy.Expire.Enabled = true
+	s := newScheduler(t, e.runner(t, memlock.New(), nil), time.Second)
+	ctx := t.Context()
+
+	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Source: "http"}); !errors.Is(err, server.ErrUnknownTable) {
+		t.Fatalf("before the first poll: %v; want ErrUnknownTable", err)
+	}
+	s.poll(ctx)
+	st := s.Status().(Status)
+	if st.Tables != 1 || len(st.Queue) != 1 || !slices.Equal(st.Queue[0].Tasks, []string{TaskExpire}) {
+		t.Fatalf("after the poll: %+v; want expire queued (compact is not due)", st)
+	}
+	q, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
+	if err != nil || !q.Duplicate || !slices.Equal(q.Tasks, []string{TaskCompact, TaskExpire}) {
+		t.Fatalf("merge: %+v, %v", q, err)
+	}
+	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{"vacuum"}}); !errors.Is(err, server.ErrUnknownTask) {
+		t.Errorf("unknown task: %v", err)
+	}
+	if _, err := s.Enqueue(ctx, server.Request{Table: "demo.nope"}); !errors.Is(err, server.ErrUnknownTable) {
+		t.Errorf("unknown table: %v", err)
+	}
+	st = s.Status().(Status)
+	if len(st.Queue) != 1 || !st.Queue[0].Manual || !slices.Contains(st.Queue[0].Sources, "alertmanager") {
+		t.Errorf("queue after merge: %+v", st.Queue)
+	}
+	if got := counter(t, e.runnerMetrics(s).triggers.WithLabelValues("poll", "queued")); got != 1 {
+		t.Errorf("trigger_requests_total{poll,queued} = %v", got)
+	}
+}
+
+func (e *env) runnerMetrics(s *Scheduler) *Metrics { return s.r.metrics }
+
+// blockingLoads holds the runner's table loads until their context ends,
+// as a task that outlives the shutdown grace would.
+type blockingLoads struct {
+	Catalog
+	started chan struct{}
+}
+
+func (b *blockingLoads) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	select {
+	case b.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// On shutdown the scheduler takes no more work, gives running tasks the
+// grace period, then cancels them and returns with every lease released.
+func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
+	e := newEnv(t, 6)
+	real := e.cat
+	blocking := &blockingLoads{Catalog: real, started: make(chan struct{}, 1)}
+	locker := memlock.New()
+	r := e.runner(t, locker, nil)
+	s := newScheduler(t, r, 200*time.Millisecond)
+	s.poll(t.Context()) // learns the table (and queues compaction: never run)
+	if len(s.Status().(Status).Queue) != 1 {
+		t.Fatalf("nothing queued: %+v", s.Status())
+	}
+	r.cat = blocking
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-blocking.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued table never started")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the grace period")
+	}
+	if _, err := s.Enqueue(t.Context(), server.Request{Table: tableName}); !errors.Is(err, server.ErrStopping) {
+		t.Errorf("Enqueue after shutdown: %v; want ErrStopping", err)
+	}
+	h, err := locker.TryLock(t.Context(), r.lockKey(tableName), time.Minute)
+	if err != nil {
+		t.Fatalf("the lease was not released: %v", err)
+	}
+	_ = h.Release(t.Context())
+	recent := s.Status().(Status).Recent
+	if len(recent) == 0 || recent[0].Status != StatusFailed {
+		t.Fatalf("recent runs: %+v", recent)
+	}
+	if got := counter(t, r.metrics.runs.WithLabelValues(tableName, TaskCompact, ResultCanceled)); got != 1 {
+		t.Errorf("runs_total{canceled} = %v; want 1 (a cancelled run is not a failure)", got)
+	}
+}

@@ -1,0 +1,286 @@
+package trigger
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+)
+
+// SummaryOperation is the snapshot summary property that tags the
+// maintainer's own commits. It must equal compact.SummaryOperation (sibling
+// packages do not import each other).
+const SummaryOperation = "maintainer.operation"
+
+// Snapshot summary keys (Iceberg spec, written by Java, Spark, Flink and
+// iceberg-go alike). Writers omit a figure that is zero.
+const (
+	keyAddedDataFiles      = "added-data-files"
+	keyAddedDeleteFiles    = "added-delete-files"
+	keyAddedPosDeleteFiles = "added-position-delete-files"
+	keyAddedEqDeleteFiles  = "added-equality-delete-files"
+	keyAddedDVs            = "added-dvs"
+	keyAddedFilesSize      = "added-files-size"
+)
+
+// Counters is what writers did on main since the position of a State.
+type Counters struct {
+	Commits     int
+	DataFiles   int
+	DataBytes   int64 // added-files-size: data files and delete files committed with them
+	DeleteFiles int
+	// FromCreation: the State held no position (never run, or the table was
+	// re-created), so the count covers main's whole retained history.
+	FromCreation bool
+	// ManifestsRead counts the manifest lists and manifests read because a
+	// summary lacked a needed figure; 0 when summaries sufficed.
+	ManifestsRead int
+}
+
+// IsMaintenanceCommit reports whether s is a rewrite rather than a writer's
+// commit: the maintainer's own (tagged with SummaryOperation) or another
+// engine's (operation "replace", e.g. Spark's rewrite_data_files). Such
+// commits, and the files they add, do not count.
+func IsMaintenanceCommit(s *table.Snapshot) bool {
+	if s.Summary == nil {
+		return false
+	}
+	_, tagged := s.Summary.Properties[SummaryOperation]
+	return tagged || s.Summary.Operation == table.OpReplace
+}
+
+// Count adds up the writers' commits on main's ancestry, from the current
+// snapshot back to the position recorded in st (or the oldest retained
+// snapshot when st has none). Figures come from snapshot summaries; the
+// table's manifests are read only for a snapshot whose summary lacks a
+// figure that need has a threshold for, so a Config of commit_count and
+// interval alone never reads a manifest.
+func Count(ctx context.Context, tbl *table.Table, st State, need Config) (Counters, error) {
+	return count(ctx, tbl.Metadata(), st, need, tbl.FS)
+}
+
+// count is Count over metadata, with the table IO opened only if needed.
+func count(ctx context.Context, meta table.Metadata, st State, need Config, openFS func(context.Context) (iceio.IO, error)) (Counters, error) {
+	c := Counters{FromCreation: !st.hasPosition() || (st.TableUUID != "" && st.TableUUID != meta.TableUUID().String())}
+	w := want{
+		data:    need.DataFileCount > 0,
+		deletes: need.DeleteFileCount > 0,
+		bytes:   need.DataFileBytes > 0,
+	}
+	var fs iceio.IO
+	// The step bound guards against a parent cycle in broken metadata.
+	limit := len(meta.Snapshots())
+	for s, steps := meta.CurrentSnapshot(), 0; s != nil && steps <= limit; steps++ {
+		if !c.FromCreation && reached(s, st) {
+			break
+		}
+		if !IsMaintenanceCommit(s) {
+			c.Commits++
+			f := summaryFigures(s.Summary)
+			if miss := w.missing(f); miss.any() {
+				if fs == nil {
+					var err error
+					if fs, err = openFS(ctx); err != nil {
+						return c, fmt.Errorf("open table IO: %w", err)
+					}
+				}
+				m, reads, err := readAdded(ctx, fs, s, miss)
+				c.ManifestsRead += reads
+				if err != nil {
+					return c, err
+				}
+				f = f.fill(m, miss)
+			}
+			// An unknown figure that no threshold needs adds nothing.
+			if f.haveData {
+				c.DataFiles += int(f.dataFiles)
+			}
+			if f.haveDeletes {
+				c.DeleteFiles += int(f.deleteFiles)
+			}
+			if f.haveBytes {
+				c.DataBytes += f.bytes
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID) // nil once history was expired
+	}
+	return c, nil
+}
+
+// reached reports whether s is at or before the position recorded in st:
+// the recorded snapshot itself, or, when that one was expired or is no
+// longer an ancestor, any snapshot with a sequence number (v2+) or, on v1
+// tables whose sequence numbers are all 0, a timestamp not after it.
+func reached(s *table.Snapshot, st State) bool {
+	switch {
+	case st.SnapshotID != 0 && s.SnapshotID == st.SnapshotID:
+		return true
+	case st.SequenceNumber > 0:
+		return s.SequenceNumber <= st.SequenceNumber
+	case st.TimestampMs > 0:
+		return s.TimestampMs <= st.TimestampMs
+	}
+	return false
+}
+
+// want says which figures a Config has thresholds for.
+type want struct{ data, deletes, bytes bool }
+
+func (w want) any() bool { return w.data || w.deletes || w.bytes }
+
+// missing returns the wanted figures that f does not know.
+func (w want) missing(f figures) want {
+	return want{
+		data:    w.data && !f.haveData,
+		deletes: w.deletes && !f.haveDeletes,
+		bytes:   w.bytes && !f.haveBytes,
+	}
+}
+
+// figures are what one snapshot added, each with whether it is known.
+type figures struct {
+	dataFiles, deleteFiles, bytes    int64
+	haveData, haveDeletes, haveBytes bool
+}
+
+// fill takes the figures named by miss from m.
+func (f figures) fill(m figures, miss want) figures {
+	if miss.data {
+		f.dataFiles, f.haveData = m.dataFiles, true
+	}
+	if miss.deletes {
+		f.deleteFiles, f.haveDeletes = m.deleteFiles, true
+	}
+	if miss.bytes {
+		f.bytes, f.haveBytes = m.bytes, true
+	}
+	return f
+}
+
+// summaryFigures reads what a snapshot added from its summary. Writers omit
+// zero figures, so an absent key means 0 when the summary carries file
+// metrics at all; a summary with none (old or minimal writers), or with a
+// malformed value, leaves the figure unknown.
+func summaryFigures(s *table.Summary) figures {
+	var f figures
+	if s == nil {
+		return f
+	}
+	p := s.Properties
+	metrics := hasMetrics(p)
+	num := func(key string) (v int64, present, ok bool) {
+		str, present := p[key]
+		if !present {
+			return 0, false, metrics
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(str), 10, 64)
+		if err != nil || v < 0 {
+			return 0, true, false
+		}
+		return v, true, true
+	}
+
+	f.dataFiles, _, f.haveData = num(keyAddedDataFiles)
+
+	if v, present, ok := num(keyAddedDeleteFiles); present || !ok {
+		f.deleteFiles, f.haveDeletes = v, ok
+	} else {
+		// Older writers give the kinds apart; added-delete-files counts
+		// position deletes, equality deletes and DVs together.
+		f.haveDeletes = true
+		for _, k := range []string{keyAddedPosDeleteFiles, keyAddedEqDeleteFiles, keyAddedDVs} {
+			v, _, ok := num(k)
+			f.deleteFiles += v
+			f.haveDeletes = f.haveDeletes && ok
+		}
+	}
+
+	if v, present, ok := num(keyAddedFilesSize); present {
+		f.bytes, f.haveBytes = v, ok
+	} else {
+		// Absent size with files added is a writer that does not report
+		// sizes, not zero bytes.
+		f.haveBytes = ok && f.haveData && f.haveDeletes && f.dataFiles == 0 && f.deleteFiles == 0
+	}
+	return f
+}
+
+// hasMetrics reports whether summary properties p hold file metrics, which
+// Java and iceberg-go write on every commit (at least the totals).
+func hasMetrics(p iceberg.Properties) bool {
+	for k := range p {
+		if k == "changed-partition-count" || strings.HasPrefix(k, "added-") || strings.HasPrefix(k, "deleted-") ||
+			strings.HasPrefix(k, "removed-") || strings.HasPrefix(k, "total-") {
+			return true
+		}
+	}
+	return false
+}
+
+// readAdded measures the figures named by miss from snapshot s's manifests:
+// only the manifests s added (the others hold earlier snapshots' files), and
+// only their entries with status ADDED by s. File counts come from the
+// manifest list when it has them; bytes need the manifests themselves.
+// reads is the number of manifest lists and manifests read.
+func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (f figures, reads int, err error) {
+	if err := ctx.Err(); err != nil {
+		return f, 0, err
+	}
+	manifests, err := s.Manifests(fs)
+	if s.ManifestList != "" {
+		reads++
+	}
+	if err != nil {
+		return f, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+	}
+	for _, m := range manifests {
+		if m.SnapshotID() != s.SnapshotID {
+			continue
+		}
+		deletes := m.ManifestContent() == iceberg.ManifestContentDeletes
+		counted := (deletes && miss.deletes) || (!deletes && miss.data)
+		added := m.AddedDataFiles() // -1 when the list does not say
+		switch {
+		case !counted && !miss.bytes, added == 0:
+			continue
+		case added > 0 && !miss.bytes:
+			if deletes {
+				f.deleteFiles += int64(added)
+			} else {
+				f.dataFiles += int64(added)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return f, reads, err
+		}
+		reads++
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return f, reads, fmt.Errorf("read manifest %s of snapshot %d: %w", m.FilePath(), s.SnapshotID, err)
+			}
+			if e.Status() != iceberg.EntryStatusADDED || e.SnapshotID() != s.SnapshotID {
+				continue
+			}
+			df := e.DataFile()
+			size := df.FileSizeBytes()
+			if cs := df.ContentSizeInBytes(); cs != nil {
+				size = *cs // a deletion vector: its blob, not the whole Puffin file, as in summaries
+			}
+			f.bytes += size
+			if df.ContentType() == iceberg.EntryContentData {
+				f.dataFiles++
+			} else {
+				f.deleteFiles++
+			}
+		}
+	}
+	return f, reads, nil
+}

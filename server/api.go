@@ -1,0 +1,89 @@
+// Package server is the HTTP face of `maintainer serve`: the trigger API, the
+// Alertmanager webhook receiver, status, health, readiness and /metrics.
+//
+// It only enqueues work. Maintenance runs in the scheduler (package
+// maintenance), which implements Queue; keeping the HTTP layer free of
+// catalog, lock and table code keeps a slow or hostile client from holding a
+// lease or a table open, and lets every handler answer in milliseconds.
+//
+// Endpoints:
+//
+//	POST /v1/trigger       one Request as JSON; 202 {"queued": [Enqueued]}
+//	POST /v1/alertmanager  Alertmanager webhook (version "4"); 202 {"queued": [...]}
+//	GET  /v1/status        Queue.Status() as JSON
+//	GET  /metrics          Prometheus exposition of Deps.Gatherer
+//	GET  /healthz          200 "ok" while the process serves
+//	GET  /readyz           200 when every Deps.Ready check passes, else 503 naming each failure
+//
+// With Config.TokenFile set, the three /v1 endpoints need "Authorization:
+// Bearer <token>"; /v1/status too, because it lists the managed tables and
+// their failures. Probes and /metrics never need it: kubelets and Prometheus
+// scrape without secrets. Errors are {"error": "..."} with 400 (bad input,
+// nothing queued), 401, 405, 413, 500 or 503 (shutting down; retry).
+package server
+
+import (
+	"context"
+	"errors"
+)
+
+// Queue is what the server needs from the scheduler. It is declared here, on
+// the consumer side, so the scheduler's other methods stay out of reach.
+type Queue interface {
+	// Enqueue adds or merges a request for one table; it must be quick.
+	// Errors wrap ErrUnknownTable or ErrUnknownTask (answered 400) or
+	// ErrStopping (answered 503); anything else is answered 500.
+	Enqueue(ctx context.Context, r Request) (Enqueued, error)
+	// Known reports whether table is one of the managed tables. The
+	// Alertmanager receiver checks every alert with it before enqueuing any,
+	// so one bad alert does not leave a half-applied notification.
+	Known(table string) bool
+	// Status is the JSON document of GET /v1/status (queue, running, recent
+	// runs).
+	Status() any
+}
+
+// Sentinels a Queue wraps so the server can pick the HTTP status.
+var (
+	ErrUnknownTable = errors.New("unknown table")
+	ErrUnknownTask  = errors.New("unknown task")
+	ErrStopping     = errors.New("shutting down")
+)
+
+// Task names accepted in Request.Tasks, in the order the scheduler runs them.
+const (
+	TaskCompact = "compact"
+	TaskExpire  = "expire"
+	TaskOrphans = "orphans"
+)
+
+// taskOrder is the fixed run order; tasks are reported in this order so that
+// merged requests compare equal whatever order the caller used.
+var taskOrder = []string{TaskCompact, TaskExpire, TaskOrphans}
+
+// Sources of a Request, also the values of the source metric label.
+const (
+	SourceHTTP         = "http"
+	SourceAlertmanager = "alertmanager"
+)
+
+// Request asks for maintenance of one table.
+type Request struct {
+	Table  string   `json:"table"`           // "ns.table" (dotted)
+	Tasks  []string `json:"tasks,omitempty"` // compact|expire|orphans; empty = all
+	Reason string   `json:"reason,omitempty"`
+	// Force skips the trigger thresholds and the rate limit.
+	Force bool `json:"force,omitempty"`
+	// Source is set by the server ("http" or "alertmanager"), never by the
+	// client, so metrics and logs cannot be spoofed.
+	Source string `json:"-"`
+}
+
+// Enqueued is the queue's answer for one table.
+type Enqueued struct {
+	Table string   `json:"table"`
+	Tasks []string `json:"tasks"`
+	// Duplicate: the request was merged into one already queued for the
+	// table, so no extra run will happen.
+	Duplicate bool `json:"duplicate"`
+}

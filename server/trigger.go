@@ -1,0 +1,88 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// triggerResponse is the 202 body of both trigger endpoints.
+type triggerResponse struct {
+	Queued []Enqueued `json:"queued"`
+	Note   string     `json:"note,omitempty"`
+}
+
+// handleTrigger serves POST /v1/trigger: one Request for one table.
+func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
+	count := func(result string) { s.m.trigger(SourceHTTP, result, 1) }
+	if !allowMethods(w, r, http.MethodPost) {
+		count(resultRejected)
+		return
+	}
+	if ok, status := s.authorize(w, r); !ok {
+		count(authResult(status))
+		return
+	}
+	if s.stopping.Load() {
+		count(resultError)
+		writeStopping(w)
+		return
+	}
+	var req Request
+	if code, msg := s.decodeBody(w, r, &req, true); code != 0 {
+		count(resultRejected)
+		writeError(w, code, msg)
+		return
+	}
+	req.Table = strings.TrimSpace(req.Table)
+	if req.Table == "" {
+		count(resultRejected)
+		writeError(w, http.StatusBadRequest, `field "table" is required, e.g. {"table": "ns.table"}`)
+		return
+	}
+	tasks, err := normalizeTasks(req.Tasks)
+	if err != nil {
+		count(resultRejected)
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"tasks\": %v", err))
+		return
+	}
+	req.Tasks = tasks
+	req.Source = SourceHTTP
+
+	enq, err := s.queue.Enqueue(r.Context(), req)
+	if err != nil {
+		code, result := enqueueStatus(err)
+		count(result)
+		if code >= 500 {
+			s.log.Error("enqueue failed", "source", SourceHTTP, "table", req.Table, "err", err)
+		}
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		writeError(w, code, enqueueMessage(req.Table, err))
+		return
+	}
+	if enq.Duplicate {
+		count(resultDuplicate)
+	} else {
+		count(resultQueued)
+	}
+	s.log.Info("maintenance requested", "source", SourceHTTP, "table", enq.Table,
+		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "duplicate", enq.Duplicate)
+	writeJSON(w, http.StatusAccepted, triggerResponse{Queued: []Enqueued{enq}})
+}
+
+// authResult is the trigger result of a failed authorize.
+func authResult(status int) string {
+	if status == http.StatusUnauthorized {
+		return resultUnauthorized
+	}
+	return resultError
+}
+
+// writeStopping answers 503 with Retry-After, so Alertmanager and scripts
+// retry against the replica that replaces us.
+func writeStopping(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	writeError(w, http.StatusServiceUnavailable, "server is "+ErrStopping.Error()+"; retry later")
+}
