@@ -170,8 +170,10 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.FilesDeleted))
 		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.BytesDeleted))
 		m.orphansFound.WithLabelValues(tl).Add(float64(r.FilesFound))
-		if own && o.ran {
-			// What is left after this run: found minus deleted.
+		if own {
+			// What is left after this run (also a failed one, whose deletes
+			// may have failed): found minus deleted. The report exists only
+			// when the scan itself completed.
 			m.orphanFiles.WithLabelValues(tl).Set(float64(r.FilesFound - r.FilesDeleted))
 			m.orphanBytes.WithLabelValues(tl).Set(float64(r.BytesFound - r.BytesDeleted))
 		}

@@ -12,7 +12,8 @@
 # (-coverprofile=./c.out).
 #
 # On a fresh Debian machine (as root, with Go, node and npm) it installs what
-# the tests need: redis-server (apt) when it is not on PATH, and the Node
+# the tests need: redis-server, promtool and amtool (apt: redis-server,
+# prometheus, prometheus-alertmanager) when they are not on PATH, and the Node
 # dependencies of the independent table verifier (npm ci into .cache/verify,
 # because shared/ is read-only). It starts a throw-away redis-server on a free
 # loopback port and stops it on exit.
@@ -40,18 +41,34 @@ command -v go >/dev/null || die "go is not on PATH"
 command -v node >/dev/null || die "node is not on PATH (the table verifier needs Node.js 18 or later)"
 command -v npm >/dev/null || die "npm is not on PATH"
 
-# --- redis-server from Debian, installed only when missing.
-if ! command -v redis-server >/dev/null; then
-  log "installing redis-server (apt-get)"
+# --- Debian packages, installed only when their command is missing:
+# redis-server (lock tests), promtool and amtool (alert rules and the
+# Alertmanager config in deploy/prometheus).
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v amtool >/dev/null || missing+=(prometheus-alertmanager)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]} (apt-get)"
   sudo=()
   if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || die "redis-server is missing and this is not root; install it (apt-get install redis-server)"
+    command -v sudo >/dev/null || die "${missing[*]} missing and this is not root; install them (apt-get install ${missing[*]})"
     sudo=(sudo)
   fi
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq >&2
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends redis-server >&2
+  # policy-rc.d keeps the packages' services from starting: only their
+  # binaries are needed.
+  if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap_rc=1
+  fi
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  if [ "${trap_rc:-}" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
+# The tests of deploy/ skip without these tools on a developer's machine;
+# here they were installed, so a missing one is a failure.
+export MAINTAINER_REQUIRE_TOOLS=1
 
 # --- Node dependencies of the verifier: shared/ is read-only, so verify.mjs
 # and its lock file are copied into .cache/verify and installed there.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/goccy/go-yaml"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/redistest"
@@ -156,7 +157,7 @@ func TestServeEndToEnd(t *testing.T) {
 	addr := redistest.Need(t)
 	const name = "events"
 	w := newGenWarehouse(t, name)
-	token := writeFile(t, filepath.Join(w.dir, "token"), "e2e-token\n")
+	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
 	cfg, _ := w.redisConfig(t, addr, `server:
   listen: 127.0.0.1:0
   token_file: `+token+`
@@ -175,56 +176,12 @@ tables:
     orphans:
       enabled: false
 `)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	srv := startWatched(t, ctx, w.dir, "serve", "--config", cfg, "--log-level", "debug")
-	base := "http://" + srv.waitLine(t, regexp.MustCompile(`msg=listening addr=(\S+)`))[1]
-	api := func(method, path, tok, body string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	srv := startServe(t, w, cfg)
+	api, getStatus, waitFor := srv.api, srv.status, srv.waitFor
+	ctx := t.Context()
+	if getStatus().Tables != 1 {
+		t.Fatalf("serve sees %d tables; want 1", getStatus().Tables)
 	}
-	type status struct {
-		Tables   int       `json:"tables"`
-		LastPoll time.Time `json:"last_poll"`
-		Recent   []struct {
-			Table, Task, Status, Trigger, Error string
-		} `json:"recent"`
-	}
-	getStatus := func() status {
-		code, body := api("GET", "/v1/status", "e2e-token", "")
-		if code != http.StatusOK {
-			t.Fatalf("GET /v1/status: %d %s", code, body)
-		}
-		var s status
-		if err := json.Unmarshal([]byte(body), &s); err != nil {
-			t.Fatalf("status JSON: %v\n%s", err, body)
-		}
-		return s
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("gave up waiting for %s; status %+v\nstderr:\n%s", what, getStatus(), srv.stderrText())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	waitFor("the first poll", func() bool { return getStatus().Tables == 1 })
 
 	// 200 commits, commit_count 210: not due yet.
 	if code, _ := api("GET", "/healthz", "", ""); code != http.StatusOK {
@@ -319,14 +276,92 @@ tables:
 		t.Logf("/metrics:\n%s", grepLines(metricsText, "iceberg_maintainer_"))
 	}
 
-	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	srv.stop()
+}
+
+// serveProc is `maintainer serve` running in the background, with its API.
+type serveProc struct {
+	t    *testing.T
+	proc *watchedRun
+	base string
+}
+
+type serveStatus struct {
+	Tables   int       `json:"tables"`
+	LastPoll time.Time `json:"last_poll"`
+	Recent   []struct {
+		Table, Task, Status, Trigger, Error string
+	} `json:"recent"`
+}
+
+// serveToken is the bearer token of the test configs' server.token_file.
+const serveToken = "e2e-token"
+
+// startServe starts serve on cfg and waits until it listens and has polled.
+func startServe(t *testing.T, w *genWarehouse, cfg string) *serveProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	t.Cleanup(cancel)
+	p := &serveProc{t: t, proc: startWatched(t, ctx, w.dir, "serve", "--config", cfg, "--log-level", "debug")}
+	p.base = "http://" + p.proc.waitLine(t, regexp.MustCompile(`msg=listening addr=(\S+)`))[1]
+	p.waitFor("the first poll", func() bool { return !p.status().LastPoll.IsZero() })
+	return p
+}
+
+func (p *serveProc) api(method, path, tok, body string) (int, string) {
+	p.t.Helper()
+	req, err := http.NewRequestWithContext(p.t.Context(), method, p.base+path, strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	if st := srv.wait(t); st.ExitCode() != 0 {
-		t.Errorf("serve after SIGTERM: %v\nstderr:\n%s", st, srv.stderrText())
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	if !strings.Contains(srv.stderrText(), "every lease released") {
-		t.Errorf("serve did not say it released its leases:\n%s", srv.stderrText())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (p *serveProc) status() serveStatus {
+	p.t.Helper()
+	code, body := p.api("GET", "/v1/status", serveToken, "")
+	if code != http.StatusOK {
+		p.t.Fatalf("GET /v1/status: %d %s", code, body)
+	}
+	var s serveStatus
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		p.t.Fatalf("status JSON: %v\n%s", err, body)
+	}
+	return s
+}
+
+// waitFor polls ok until it holds; it fails the test after two minutes.
+func (p *serveProc) waitFor(what string, ok func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("gave up waiting for %s; status %+v\nstderr:\n%s", what, p.status(), p.proc.stderrText())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and expects a clean exit with every lease released.
+func (p *serveProc) stop() {
+	p.t.Helper()
+	if err := p.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	if st := p.proc.wait(p.t); st.ExitCode() != 0 {
+		p.t.Errorf("serve after SIGTERM: %v\nstderr:\n%s", st, p.proc.stderrText())
+	}
+	if !strings.Contains(p.proc.stderrText(), "every lease released") {
+		p.t.Errorf("serve did not say it released its leases:\n%s", p.proc.stderrText())
 	}
 }
 
@@ -338,4 +373,103 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// alertRuleLabels reads the labels of one alert of deploy/prometheus/rules.yaml.
+func alertRuleLabels(t *testing.T, alert string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string            `yaml:"alert"`
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("rules.yaml: %v", err)
+	}
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == alert {
+				return r.Labels
+			}
+		}
+	}
+	t.Fatalf("rules.yaml has no alert %s", alert)
+	return nil
+}
+
+// The notification Alertmanager sends when the shipped small-files alert
+// fires on a table, posted to a running serve, compacts that table: the
+// alert's labels are the rule's plus the series' (the table gauge and what
+// a Kubernetes scrape adds).
+func TestSmallFilesAlertCompacts(t *testing.T) {
+	t.Parallel()
+	const name = "events"
+	w := newGenWarehouse(t, name)
+	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
+	base, err := os.ReadFile(w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is due by its trigger: only the alert can start compaction.
+	cfg := writeFile(t, filepath.Join(w.dir, "alert.yaml"), string(base)+`server:
+  listen: 127.0.0.1:0
+  token_file: `+token+`
+tables:
+  - match: "demo.*"
+    compact:
+      trigger: {commit_count: 100000, interval: 0s, rate_limit: 1h}
+    expire: {enabled: false}
+    orphans: {enabled: false}
+`)
+	before := w.state(t, name)
+	srv := startServe(t, w, cfg)
+	if s := w.state(t, name); s.compacted() {
+		t.Fatal("compacted without the alert")
+	}
+
+	labels := map[string]string{
+		"alertname": "IcebergTableSmallFiles", "table": genNamespace + "." + name,
+		"namespace": "data-platform", "job": "iceberg-maintainer", "pod": "iceberg-maintainer-7d9f-x2x", "instance": "10.1.2.3:8080",
+	}
+	for k, v := range alertRuleLabels(t, "IcebergTableSmallFiles") {
+		labels[k] = v
+	}
+	if labels["task"] != "compact" {
+		t.Fatalf("IcebergTableSmallFiles labels %v: want task=compact", labels)
+	}
+	alert := map[string]any{
+		"status": "firing", "labels": labels,
+		"annotations": map[string]string{"summary": "demo.events has 200 small files"},
+		"startsAt":    "2026-11-30T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+		"generatorURL": "http://prometheus:9090/graph?g0.expr=...", "fingerprint": "5c1e2b7a9d3f4e60",
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"version": "4", "groupKey": `{}/{maintainer_trigger="true"}:{alertname="IcebergTableSmallFiles", table="demo.events"}`,
+		"truncatedAlerts": 0, "status": "firing", "receiver": "iceberg-maintainer",
+		"groupLabels":       map[string]string{"alertname": "IcebergTableSmallFiles", "table": "demo.events"},
+		"commonLabels":      labels,
+		"commonAnnotations": map[string]string{"summary": "demo.events has 200 small files"},
+		"externalURL":       "http://alertmanager:9093",
+		"alerts":            []any{alert},
+	})
+	code, body := srv.api("POST", "/v1/alertmanager", serveToken, string(payload))
+	if code != http.StatusAccepted || !strings.Contains(body, `"compact"`) {
+		t.Fatalf("alert: %d %s; want 202 queueing compaction", code, body)
+	}
+	srv.waitFor("compaction requested by the alert", func() bool { return w.state(t, name).compacted() })
+	after := w.state(t, name)
+	if after.rows != before.rows || after.sum != before.sum {
+		t.Errorf("rows %d/%x after compaction; want %d/%x", after.rows, after.sum, before.rows, before.sum)
+	}
+	if h := tableHealth(t, w, name); h.DataFiles != genPartitions {
+		t.Errorf("data files after compaction: %d; want %d (one per partition)", h.DataFiles, genPartitions)
+	}
+	srv.stop()
 }
