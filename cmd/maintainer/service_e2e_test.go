@@ -82,6 +82,16 @@ func TestTwoMaintainersOneRedis(t *testing.T) {
 	if !after.compacted() || after.rows != before.rows || after.sum != before.sum {
 		t.Errorf("table after: %+v; before: %+v", after, before)
 	}
+
+	// The trigger state lives in Redis: a third process (a later CronJob
+	// run, another replica) knows that every task just ran.
+	third := runMaintainer(t, w.dir, "run", "--config", cfg, "--output", "json")
+	expectCode(t, third, 0, "a later run")
+	for _, o := range jsonLines[map[string]any](t, third.stdout) {
+		if o["status"] != "not_due" || !strings.HasPrefix(fmt.Sprint(o["reason"]), "not due") {
+			t.Errorf("later run, task %v: %v %q; want not_due by its trigger", o["task"], o["status"], o["reason"])
+		}
+	}
 }
 
 // A lease that is lost while compaction runs (here its key vanishes from
