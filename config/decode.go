@@ -439,14 +439,18 @@ func want(t reflect.Type) string {
 	return t.String()
 }
 
-type fieldInfo struct {
-	name  string
-	index []int
+// Field is one YAML key of a config struct; Index is for
+// reflect.Type.FieldByIndex.
+type Field struct {
+	Name  string
+	Index []int
 }
 
-// yamlFields lists the YAML keys of a struct type in declaration order.
-func yamlFields(t reflect.Type) []fieldInfo {
-	var out []fieldInfo
+// Fields lists the YAML keys of a config struct type in declaration order,
+// inline structs flattened, exactly as the decoder reads them (the docs'
+// drift test walks the schema with it).
+func Fields(t reflect.Type) []Field {
+	var out []Field
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -458,15 +462,15 @@ func yamlFields(t reflect.Type) []fieldInfo {
 			continue
 		}
 		if f.Anonymous && opts == "inline" {
-			for _, sub := range yamlFields(f.Type) {
-				out = append(out, fieldInfo{name: sub.name, index: append([]int{i}, sub.index...)})
+			for _, sub := range Fields(f.Type) {
+				out = append(out, Field{Name: sub.Name, Index: append([]int{i}, sub.Index...)})
 			}
 			continue
 		}
 		if name == "" {
 			continue
 		}
-		out = append(out, fieldInfo{name: name, index: []int{i}})
+		out = append(out, Field{Name: name, Index: []int{i}})
 	}
 	return out
 }
@@ -477,31 +481,31 @@ func (d *decoder) decodeStruct(path string, at position, n ast.Node, v reflect.V
 		d.problem(at, path, "must be a mapping (got %s)", describe(n))
 		return false
 	}
-	fields := yamlFields(v.Type())
+	fields := Fields(v.Type())
 	allOK := true
 	for _, p := range ps {
 		child := joinPath(path, p.key)
-		i := slices.IndexFunc(fields, func(f fieldInfo) bool { return f.name == p.key })
+		i := slices.IndexFunc(fields, func(f Field) bool { return f.Name == p.key })
 		if i < 0 {
 			d.problem(p.at, child, "%s", unknownKey(p.key, fields))
 			allOK = false
 			continue
 		}
 		d.pos[child] = p.at
-		if !d.decode(child, p.at, p.value, v.FieldByIndex(fields[i].index)) {
+		if !d.decode(child, p.at, p.value, v.FieldByIndex(fields[i].Index)) {
 			allOK = false
 		}
 	}
 	return allOK
 }
 
-func unknownKey(key string, fields []fieldInfo) string {
+func unknownKey(key string, fields []Field) string {
 	best, bestDist := "", 3
 	names := make([]string, len(fields))
 	for i, f := range fields {
-		names[i] = f.name
-		if dist := editDistance(key, f.name); dist < bestDist {
-			best, bestDist = f.name, dist
+		names[i] = f.Name
+		if dist := editDistance(key, f.Name); dist < bestDist {
+			best, bestDist = f.Name, dist
 		}
 	}
 	if best != "" {

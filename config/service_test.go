@@ -109,6 +109,29 @@ metrics:
 	}
 }
 
+func TestServiceCrossFieldProblems(t *testing.T) {
+	got := problemsOf(t, minimal+`lock:
+  backend: redis
+  redis: {addrs: ["redis:6379"]}
+server:
+  alertmanager: {table_label: name, namespace_label: name, task_label: ""}
+scheduler:
+  state_file: /var/lib/state.json
+`, nil)
+	want := []string{
+		`maintainer.yaml:9:37: server.alertmanager.namespace_label: must differ from table_label (both "name")`,
+		`maintainer.yaml:11:3: scheduler.state_file: not used with lock.backend redis: trigger state lives in Redis, shared by every replica; remove it`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", join(got), join(want))
+	}
+	// An empty namespace or task label turns it off.
+	c := mustParse(t, minimal+"server:\n  alertmanager: {namespace_label: \"\", task_label: \"\"}\n", nil)
+	if c.Server.Alertmanager.NamespaceLabel != "" || c.Server.Alertmanager.TaskLabel != "" || c.Server.Alertmanager.TableLabel != "table" {
+		t.Errorf("alertmanager labels: %+v", c.Server.Alertmanager)
+	}
+}
+
 func TestTriggerSettings(t *testing.T) {
 	src := minimal + `defaults:
   compact:

@@ -280,9 +280,9 @@ func fieldProblems(err error, as func(error) (fieldProblem, bool)) []fieldProble
 
 // settingsField finds the settings struct field with YAML key key.
 func settingsField(settingsType reflect.Type, key string) (reflect.StructField, bool) {
-	for _, f := range yamlFields(settingsType) {
-		if f.name == key {
-			return settingsType.FieldByIndex(f.index), true
+	for _, f := range Fields(settingsType) {
+		if f.Name == key {
+			return settingsType.FieldByIndex(f.Index), true
 		}
 	}
 	return reflect.StructField{}, false

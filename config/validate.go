@@ -37,6 +37,9 @@ func (v *validator) validate(c *Config) {
 	v.lock(&c.Lock)
 	v.server(&c.Server)
 	v.scheduler(&c.Scheduler)
+	if c.Lock.Backend == LockRedis && v.d.isSet("scheduler.state_file") && v.checkable("scheduler.state_file") {
+		v.problem("scheduler.state_file", "not used with lock.backend redis: trigger state lives in Redis, shared by every replica; remove it")
+	}
 	v.metrics(&c.Metrics)
 	v.tables(c)
 	v.tasks(c)
@@ -217,6 +220,15 @@ func (v *validator) server(s *ServerConfig) {
 		case !metrics.ValidLabelName(*l.val):
 			v.problem(p, "must be a Prometheus label name (got %q)", *l.val)
 		}
+	}
+	am := s.Alertmanager
+	for _, other := range []struct{ key, val string }{{"namespace_label", am.NamespaceLabel}, {"task_label", am.TaskLabel}} {
+		if other.val != "" && other.val == am.TableLabel {
+			v.problem("server.alertmanager."+other.key, "must differ from table_label (both %q)", am.TableLabel)
+		}
+	}
+	if am.NamespaceLabel != "" && am.NamespaceLabel == am.TaskLabel {
+		v.problem("server.alertmanager.task_label", "must differ from namespace_label (both %q)", am.TaskLabel)
 	}
 }
 

@@ -346,7 +346,8 @@ func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name, task strin
 			return Outcome{Status: StatusFailed, failure: err}
 		}
 		if !d.Due {
-			return Outcome{Status: StatusNotDue, Reason: d.Reason, Trigger: req.Why}
+			// The status already says "not due".
+			return Outcome{Status: StatusNotDue, Reason: strings.TrimPrefix(d.Reason, "not due: "), Trigger: req.Why}
 		}
 		why = d.Reason
 		if req.Manual && req.Why != "" {

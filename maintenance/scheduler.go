@@ -400,6 +400,13 @@ func (s *Scheduler) Enqueue(_ context.Context, req server.Request) (server.Enque
 	return server.Enqueued{Table: req.Table, Tasks: tasks, Duplicate: dup}, nil
 }
 
+// Stopping reports whether shutdown began (no new work is taken).
+func (s *Scheduler) Stopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
 // Known reports whether table is managed (server.Queue).
 func (s *Scheduler) Known(table string) bool {
 	s.mu.Lock()

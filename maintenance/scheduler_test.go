@@ -112,6 +112,9 @@ func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after the grace period")
 	}
+	if !s.Stopping() {
+		t.Error("Stopping() = false after shutdown")
+	}
 	if _, err := s.Enqueue(t.Context(), server.Request{Table: tableName}); !errors.Is(err, server.ErrStopping) {
 		t.Errorf("Enqueue after shutdown: %v; want ErrStopping", err)
 	}

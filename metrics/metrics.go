@@ -137,13 +137,13 @@ func CounterVec(reg prometheus.Registerer, opts prometheus.CounterOpts, labels [
 }
 
 // TriggerRequests is the family of trigger requests by source (poll, http,
-// alertmanager, cli) and result; the server and the scheduler both count
+// alertmanager) and result; the server and the scheduler both count
 // into it.
 func TriggerRequests(reg prometheus.Registerer) *prometheus.CounterVec {
 	return CounterVec(reg, prometheus.CounterOpts{
 		Namespace: Namespace,
 		Name:      "trigger_requests_total",
-		Help:      "Requests to run maintenance, by source (poll, http, alertmanager, cli) and result (queued, duplicate, ignored, rejected, unauthorized, error).",
+		Help:      "Requests to run maintenance, by source (poll, http, alertmanager) and result (queued, duplicate, ignored, rejected, unauthorized, error).",
 	}, []string{LabelSource, LabelResult})
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command.
 #
-#   scripts/test.sh                         # go vet + go test of ./...
+#   scripts/test.sh                         # go vet + go test of ./... and of deploy/kubernetes/validate
 #   scripts/test.sh ./config/               # only these packages
 #   scripts/test.sh -run TestX ./config/    # go test flags pass through
 #   scripts/test.sh -run TestX              # flags only: packages default to ./...
@@ -149,3 +149,10 @@ fi
 
 go vet "${pkgs[@]}"
 go test -count=1 -timeout 60m "${test_args[@]}"
+
+# The Kubernetes manifests are checked by a module of their own (its
+# Kubernetes dependencies stay out of the binary's go.mod); only when the
+# whole tree is tested. Its first build of the static binary is slow.
+if [ "${pkgs[*]}" = "./..." ]; then
+  (cd deploy/kubernetes/validate && go vet ./... && go test -count=1 -timeout 40m ./...)
+fi

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")
-	pf.StringArrayVar(&g.tables, "table", nil, "only tables matching this glob (`*` within a level, `**` across levels); repeatable")
+	pf.StringArrayVar(&g.tables, "table", nil, "only tables matching this `glob` (* within a level, ** across levels); repeatable")
 	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.AllTasks, "|")+"); repeatable")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 

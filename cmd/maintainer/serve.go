@@ -57,6 +57,12 @@ func (g *globals) serve(ctx context.Context) error {
 				return err
 			},
 			"lock": e.svc.ping,
+			"scheduler": func(context.Context) error {
+				if sched.Stopping() {
+					return errors.New("shutting down: finishing running tasks")
+				}
+				return nil
+			},
 		},
 		Gatherer:   reg,
 		Registerer: reg,
@@ -67,16 +73,32 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	e.log.Info("serving", "listen", srvCfg.Listen, "catalog", e.cfg.Catalog.Name, "lock", e.svc.backend,
 		"poll_interval", sc.PollInterval, "max_concurrent_tables", sc.MaxConcurrentTables)
-	grp, gctx := errgroup.WithContext(ctx)
-	grp.Go(func() error { return srv.Run(gctx) })
+	// The HTTP side outlives SIGTERM until the scheduler is done: during
+	// the grace period /metrics and the probes still answer, /readyz and
+	// the trigger endpoints say 503 (the scheduler is stopping). A server
+	// that fails (port taken) stops the scheduler.
+	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSrv()
+	schedCtx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	var grp errgroup.Group
+	grp.Go(func() error {
+		err := srv.Run(srvCtx)
+		stopSched()
+		return err
+	})
 	go func() {
 		select {
 		case <-srv.Listening():
 			e.log.Info("listening", "addr", srv.Addr())
-		case <-gctx.Done():
+		case <-srvCtx.Done():
 		}
 	}()
-	grp.Go(func() error { return sched.Run(gctx) })
+	grp.Go(func() error {
+		err := sched.Run(schedCtx)
+		stopSrv()
+		return err
+	})
 	err = grp.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serve: %w", err)

@@ -228,6 +228,12 @@ func TestTargetSizeComesFromConfigThenTableProperty(t *testing.T) {
 	if got, _, _, src := Sizes(Config{}, nil); got != DefaultTargetFileSize || src != "default" {
 		t.Fatalf("target %d from %s", got, src)
 	}
+	// A property the config refuses (under 1MiB) is ignored, as the config
+	// package's warning says.
+	tiny := iceberg.Properties{table.WriteTargetFileSizeBytesKey: "1000"}
+	if got, _, _, src := Sizes(DefaultConfig(), tiny); got != DefaultTargetFileSize || src != "default" {
+		t.Fatalf("target %d from %s with write.target-file-size-bytes=1000", got, src)
+	}
 }
 
 // A where filter chooses files; it must never drop the rows of those files
