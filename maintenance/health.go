@@ -3,6 +3,8 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,14 +17,18 @@ import (
 
 // Health is a table's state as `status` shows it and health gauges export.
 type Health struct {
-	Table                  string     `json:"table"`
-	CurrentSnapshotID      int64      `json:"current_snapshot_id,omitempty"`
-	DataFiles              int        `json:"data_files"`
-	DataBytes              int64      `json:"data_bytes"`
-	Rows                   int64      `json:"rows_before_deletes"`
-	AvgFileSize            int64      `json:"avg_file_size"`
-	SmallFiles             int        `json:"small_files"`
-	SmallFileThreshold     int64      `json:"small_file_threshold"`
+	Table              string `json:"table"`
+	CurrentSnapshotID  int64  `json:"current_snapshot_id,omitempty"`
+	DataFiles          int    `json:"data_files"`
+	DataBytes          int64  `json:"data_bytes"`
+	Rows               int64  `json:"rows_before_deletes"`
+	AvgFileSize        int64  `json:"avg_file_size"`
+	SmallFiles         int    `json:"small_files"`
+	SmallFileThreshold int64  `json:"small_file_threshold"`
+	// CompactableFiles are the small files in partitions holding at least
+	// min_input_files of them: what compaction would merge by file count.
+	// A partition with a single small file counts in SmallFiles only.
+	CompactableFiles       int        `json:"compactable_files"`
 	PositionDeleteFiles    int        `json:"position_delete_files"`
 	EqualityDeleteFiles    int        `json:"equality_delete_files"`
 	Snapshots              int        `json:"snapshots"`
@@ -116,6 +122,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 	if err != nil {
 		return h, fmt.Errorf("read manifest list of snapshot %d: %w", cur.SnapshotID, err)
 	}
+	smallPerPartition := map[string]int{}
 	for _, m := range manifests {
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
@@ -129,6 +136,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 				h.Rows += df.Count()
 				if df.FileSizeBytes() < h.SmallFileThreshold {
 					h.SmallFiles++
+					smallPerPartition[partitionKey(df)]++
 				}
 			case iceberg.EntryContentPosDeletes:
 				h.PositionDeleteFiles++
@@ -140,7 +148,25 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 	if h.DataFiles > 0 {
 		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
 	}
+	for _, n := range smallPerPartition {
+		if n >= max(cfg.MinInputFiles, 2) {
+			h.CompactableFiles += n
+		}
+	}
 	return h, nil
+}
+
+// partitionKey names a data file's partition: its spec and values, in
+// field-id order.
+func partitionKey(df iceberg.DataFile) string {
+	p := df.Partition()
+	ids := slices.Sorted(maps.Keys(p))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d", df.SpecID())
+	for _, id := range ids {
+		fmt.Fprintf(&b, "/%d=%v", id, p[id])
+	}
+	return b.String()
 }
 
 // isCompaction: the maintainer's own compactions and other engines'

@@ -48,6 +48,7 @@ type Metrics struct {
 	polls         *prometheus.CounterVec
 	healthFiles   *prometheus.GaugeVec
 	healthSmall   *prometheus.GaugeVec
+	healthCompact *prometheus.GaugeVec
 	healthBytes   *prometheus.GaugeVec
 	healthDeletes *prometheus.GaugeVec
 	healthSnaps   *prometheus.GaugeVec
@@ -105,6 +106,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		polls:         counter("polls_total", "Polls of the catalog by result (success, failure).", metrics.LabelResult),
 		healthFiles:   gauge("table_data_files", "Data files in the table's current snapshot.", tl),
 		healthSmall:   gauge("table_small_files", "Data files smaller than the compaction minimum size.", tl),
+		healthCompact: gauge("table_compactable_files", "Small files in partitions holding at least min_input_files of them: what compaction would merge.", tl),
 		healthBytes:   gauge("table_data_bytes", "Bytes of data files in the table's current snapshot.", tl),
 		healthDeletes: gauge("table_delete_files", "Delete files (position, equality, deletion vectors) in the current snapshot.", tl),
 		healthSnaps:   gauge("table_snapshots", "Snapshots in the table's metadata.", tl),
@@ -115,7 +117,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
 			m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphanFiles, m.orphanBytes, m.conflicts,
-			m.healthFiles, m.healthSmall, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
+			m.healthFiles, m.healthSmall, m.healthCompact, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
 			m.healthCommits, m.healthTime)
 	})
 	return m
@@ -216,6 +218,7 @@ func (m *Metrics) health(h Health, at time.Time) {
 	}
 	m.healthFiles.WithLabelValues(tl).Set(float64(h.DataFiles))
 	m.healthSmall.WithLabelValues(tl).Set(float64(h.SmallFiles))
+	m.healthCompact.WithLabelValues(tl).Set(float64(h.CompactableFiles))
 	m.healthBytes.WithLabelValues(tl).Set(float64(h.DataBytes))
 	m.healthDeletes.WithLabelValues(tl).Set(float64(h.DeleteFiles()))
 	m.healthSnaps.WithLabelValues(tl).Set(float64(h.Snapshots))

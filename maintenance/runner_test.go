@@ -107,9 +107,19 @@ func TestTriggerCountsWritersCommitsOnly(t *testing.T) {
 	ident := e.opt.Identifier()
 	req := Request{Tasks: []string{TaskCompact}}
 
+	if h := r.Health(t.Context(), ident); h.SmallFiles != 6 || h.CompactableFiles != 6 {
+		t.Fatalf("health before: %d small, %d compactable; want 6 and 6", h.SmallFiles, h.CompactableFiles)
+	}
 	o := one(t, r.RunTable(t.Context(), ident, req), TaskCompact)
 	if o.Status != StatusSucceeded || !strings.Contains(o.Trigger, "commit") {
 		t.Fatalf("first run (6 commits, commit_count 5): %+v", o)
+	}
+	// One small file left alone in its partition: small, not compactable.
+	if got, want := counter(t, r.metrics.healthSmall.WithLabelValues(tableName)), 1.0; got != want {
+		t.Errorf("table_small_files after compaction = %v; want %v", got, want)
+	}
+	if got := counter(t, r.metrics.healthCompact.WithLabelValues(tableName)); got != 0 {
+		t.Errorf("table_compactable_files after compaction = %v; want 0", got)
 	}
 	if op := e.current(t).Summary.Properties[compact.SummaryOperation]; op != "compact" {
 		t.Fatalf("current snapshot is not the compaction's: %v", e.current(t).Summary)

@@ -89,8 +89,16 @@ type QueuedTable struct {
 	Manual   bool      `json:"manual,omitempty"`
 	QueuedAt time.Time `json:"queued_at"`
 	Started  time.Time `json:"started_at,omitzero"`
-	ident    table.Identifier
+	// BusyRetries counts re-queues of a requested run that found the
+	// table leased by another maintainer.
+	BusyRetries int `json:"busy_retries,omitempty"`
+	ident       table.Identifier
 }
+
+// maxBusyRetries bounds how often a requested run (HTTP, alert) that found
+// its table busy elsewhere is tried again, one poll interval apart: the
+// other holder may be running other tasks than the ones asked for.
+const maxBusyRetries = 10
 
 // RecentRun is one task outcome as GET /v1/status lists it.
 type RecentRun struct {
@@ -368,8 +376,35 @@ func (s *Scheduler) worker(ctx, workCtx context.Context) {
 		s.healthAt[e.Table] = now // a run that changed the table measured it
 		s.r.metrics.queue(len(s.queue), len(s.running))
 		s.mu.Unlock()
+		if (e.Manual || e.Force) && allBusy(outs) && e.BusyRetries < maxBusyRetries {
+			retry := *e
+			time.AfterFunc(s.cfg.PollInterval, func() { s.requeueBusy(&retry) })
+			log.Info("table busy elsewhere; the requested run will be tried again",
+				"after", s.cfg.PollInterval, "retry", e.BusyRetries+1)
+		}
 		s.notify()
 	}
+}
+
+func allBusy(outs []Outcome) bool {
+	for _, o := range outs {
+		if o.Status != StatusBusy {
+			return false
+		}
+	}
+	return len(outs) > 0
+}
+
+// requeueBusy queues a requested run again (merging with whatever is
+// queued for the table meanwhile), unless the scheduler is stopping.
+func (s *Scheduler) requeueBusy(e *QueuedTable) {
+	if s.Stopping() {
+		return
+	}
+	q, _ := s.add(e.Table, e.ident, e.Tasks, strings.Join(e.Reasons, "; "), e.Sources[0], e.Force, e.Manual)
+	s.mu.Lock()
+	q.BusyRetries = max(q.BusyRetries, e.BusyRetries+1)
+	s.mu.Unlock()
 }
 
 // Enqueue queues a request from the HTTP API or an alert (server.Queue).

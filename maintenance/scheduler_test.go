@@ -131,3 +131,52 @@ func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
 		t.Errorf("runs_total{canceled} = %v; want 1 (a cancelled run is not a failure)", got)
 	}
 }
+
+// A requested run that finds its table leased by another maintainer is
+// tried again a poll later, instead of being dropped with a 202 answered.
+func TestSchedulerRetriesBusyRequest(t *testing.T) {
+	e := newEnv(t, 6)
+	e.policy.Triggers[TaskCompact] = trigger.Config{CommitCount: 1000} // never due by itself
+	locker := memlock.New()
+	r := e.runner(t, locker, nil)
+	cfg := DefaultSchedulerConfig()
+	cfg.PollInterval = 100 * time.Millisecond
+	s, err := NewScheduler(r, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := locker.TryLock(t.Context(), r.lockKey(tableName), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitUntil := func(what string, ok func(Status) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok(s.Status().(Status)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("gave up waiting for %s: %+v", what, s.Status())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUntil("the first poll", func(st Status) bool { return st.Tables == 1 })
+	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("a busy outcome", func(st Status) bool {
+		return slices.ContainsFunc(st.Recent, func(r RecentRun) bool { return r.Status == StatusBusy })
+	})
+	if err := other.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("the retried compaction", func(st Status) bool {
+		return slices.ContainsFunc(st.Recent, func(r RecentRun) bool {
+			return r.Task == TaskCompact && r.Status == StatusSucceeded && r.Trigger == "alert X"
+		})
+	})
+}

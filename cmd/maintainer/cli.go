@@ -472,7 +472,8 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 		return
 	}
 	fmt.Fprintf(w, "  data files          %d (%s, average %s)\n", h.DataFiles, maintenance.HumanBytes(h.DataBytes), maintenance.HumanBytes(h.AvgFileSize))
-	fmt.Fprintf(w, "  small files         %d (below %s)\n", h.SmallFiles, maintenance.HumanBytes(h.SmallFileThreshold))
+	fmt.Fprintf(w, "  small files         %d (below %s; %d in partitions compaction would merge)\n",
+		h.SmallFiles, maintenance.HumanBytes(h.SmallFileThreshold), h.CompactableFiles)
 	fmt.Fprintf(w, "  delete files        %d position, %d equality\n", h.PositionDeleteFiles, h.EqualityDeleteFiles)
 	fmt.Fprintf(w, "  snapshots           %d", h.Snapshots)
 	if h.OldestSnapshot != nil {
