@@ -55,7 +55,7 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 		return fmt.Errorf("create demo folder: %w", err)
 	}
 	dbPath, whDir := filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse")
-	fmt.Fprintf(w, "maintainer demo: a local warehouse in %s\n(SQLite catalog, local files, in-process, no servers)\n\n", dir)
+	fmt.Fprintf(w, "maintainer demo: a local warehouse in %s\n(SQLite catalog, local files, in-process lock, trigger state in a file, no servers)\n\n", dir)
 
 	// The demo's warehouse is the embedded default config's: write it out so
 	// that the other commands can be pointed at it afterwards.
