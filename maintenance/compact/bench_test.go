@@ -8,10 +8,13 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
 )
 
 // BenchmarkRewriteGroups measures the heavy part of compaction: reading the
@@ -26,6 +29,24 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	appends := envInt("BENCH_APPENDS", 100)
 	rows := envInt("BENCH_ROWS", 2000)
 	f := newTable(b, appends, rows, 10)
+	// BENCH_PROPS=k=v,k=v sets table properties first (the writer reads
+	// write.parquet.* from them), to measure their effect.
+	if raw := os.Getenv("BENCH_PROPS"); raw != "" {
+		props := iceberg.Properties{}
+		for _, kv := range strings.Split(raw, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			props[k] = v
+		}
+		tx := f.tbl.NewTransaction()
+		if err := tx.SetProperties(props); err != nil {
+			b.Fatal(err)
+		}
+		tbl, err := tx.Commit(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.tbl = tbl
+	}
 	cfg := testConfig()
 	cfg.TargetFileSize = 128 << 20
 	cfg.MaxConcurrentGroups = envInt("BENCH_GROUPS", 2)
