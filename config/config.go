@@ -20,7 +20,9 @@
 //	  backend: redis           # local|redis (default local)
 //	  redis:
 //	    addrs: [redis:6379]    # required for redis
+//	    username: maintainer   # Redis 6 ACL user
 //	    password_file: /run/secrets/redis
+//	    tls: {enabled: true, ca_file: /run/secrets/redis-ca.pem}
 //	    db: 0
 //	    key_prefix: iceberg-maintainer
 //	  ttl: 60s                 # default 60s, at least 3s
@@ -159,11 +161,25 @@ type LockConfig struct {
 
 // RedisConfig is used when LockConfig.Backend is LockRedis.
 type RedisConfig struct {
-	Addrs        []string `yaml:"addrs"` // host:port; several for a redsync quorum
-	PasswordFile string   `yaml:"password_file"`
-	Password     Secret   `yaml:"-"` // trimmed contents of PasswordFile
-	DB           int      `yaml:"db"`
-	KeyPrefix    string   `yaml:"key_prefix"`
+	Addrs        []string       `yaml:"addrs"`    // host:port; several for a redsync quorum
+	Username     string         `yaml:"username"` // Redis 6 ACL user; empty = default user
+	PasswordFile string         `yaml:"password_file"`
+	Password     Secret         `yaml:"-"` // trimmed contents of PasswordFile
+	DB           int            `yaml:"db"`
+	KeyPrefix    string         `yaml:"key_prefix"`
+	TLS          RedisTLSConfig `yaml:"tls"`
+}
+
+// RedisTLSConfig encrypts the connections to Redis (managed Redis with
+// in-transit encryption).
+type RedisTLSConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs to trust; empty = the system's.
+	CAFile             string `yaml:"ca_file"`
+	ServerName         string `yaml:"server_name"` // default: the host of each address
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	// CA holds CAFile's certificates, read and parsed by validation.
+	CA []byte `yaml:"-"`
 }
 
 // ServerConfig is the HTTP side of `maintainer serve`.

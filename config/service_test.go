@@ -1,12 +1,15 @@
 package config
 
 import (
+	"errors"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/redistest"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
@@ -194,4 +197,52 @@ func join(s []string) string {
 		out += "  " + l + "\n"
 	}
 	return out
+}
+
+func TestRedisTLSAndUser(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, _, _, err := redistest.SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "ca.pem", string(caPEM))
+	writeFile(t, dir, "not-a-cert.pem", "hello\n")
+	c, err := Parse(filepath.Join(dir, "maintainer.yaml"), []byte(minimal+`lock:
+  backend: redis
+  redis:
+    addrs: ["redis:6380"]
+    username: maintainer
+    tls: {enabled: true, ca_file: ca.pem, server_name: redis.internal}
+`), mapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Lock.Redis
+	if r.Username != "maintainer" || !r.TLS.Enabled || r.TLS.ServerName != "redis.internal" || string(r.TLS.CA) != strings.TrimSpace(string(caPEM)) {
+		t.Errorf("redis: %+v", r)
+	}
+	dirPath := filepath.Join(dir, "maintainer.yaml")
+	_, err = Parse(dirPath, []byte(minimal+`lock:
+  backend: redis
+  redis:
+    addrs: ["redis:6380"]
+    tls: {ca_file: not-a-cert.pem, insecure_skip_verify: true}
+`), mapEnv(nil))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want problems, got %v", err)
+	}
+	var got []string
+	for _, p := range ve.Problems {
+		got = append(got, p.Path+": "+p.Msg)
+	}
+	want := []string{
+		"lock.redis.tls.enabled: must be true when other tls settings are given",
+		`lock.redis.tls.ca_file: "not-a-cert.pem" holds no PEM certificate`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", join(got), join(want))
+	}
 }

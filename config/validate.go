@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -176,6 +177,19 @@ func (v *validator) lock(l *LockConfig) {
 	}
 	if set("lock.redis.password_file") && v.checkable("lock.redis.password_file") {
 		r.Password = v.readSecret("lock.redis.password_file", r.PasswordFile)
+	}
+	t := &r.TLS
+	if !t.Enabled && (t.CAFile != "" || t.ServerName != "" || t.InsecureSkipVerify) && v.checkable("lock.redis.tls") {
+		v.problem("lock.redis.tls.enabled", "must be true when other tls settings are given")
+	}
+	if set("lock.redis.tls.ca_file") && v.checkable("lock.redis.tls.ca_file") {
+		if pem := v.readSecret("lock.redis.tls.ca_file", t.CAFile); pem != "" {
+			if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
+				v.problem("lock.redis.tls.ca_file", "%q holds no PEM certificate", t.CAFile)
+			} else {
+				t.CA = []byte(pem)
+			}
+		}
 	}
 }
 

@@ -483,3 +483,27 @@ tables:
 	}
 	srv.stop()
 }
+
+// A Redis that only speaks TLS, with an ACL-less default user: the config's
+// tls block reaches it (run proceeds), and without it run exits 3.
+func TestRedisTLSConfig(t *testing.T) {
+	t.Parallel()
+	srv, caPEM := redistest.StartTLS(t)
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "wh")
+	if err := os.MkdirAll(wh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "ca.pem"), string(caPEM))
+	base := "catalog:\n  type: hadoop\n  warehouse: " + wh + "\nlock:\n  backend: redis\n  redis:\n    addrs: [\"" + srv.Addr + "\"]\n"
+	withTLS := writeFile(t, filepath.Join(dir, "tls.yaml"), base+"    tls: {enabled: true, ca_file: ca.pem}\n")
+	plain := writeFile(t, filepath.Join(dir, "plain.yaml"), base)
+
+	r := runMaintainer(t, dir, "run", "--config", withTLS)
+	expectCode(t, r, 0, "run with the Redis TLS settings")
+	r = runMaintainer(t, dir, "run", "--config", plain)
+	expectCode(t, r, 3, "run without TLS against a TLS-only Redis")
+	if !strings.Contains(r.stderr, "lock backend redis") {
+		t.Errorf("stderr does not name the lock backend:\n%s", r.stderr)
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 
@@ -34,11 +36,11 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 	switch cfg.Lock.Backend {
 	case config.LockRedis:
 		redislock.RouteClientLogs(log)
-		rl, err := redislock.New(redislock.Config{
-			Addrs:    cfg.Lock.Redis.Addrs,
-			Password: string(cfg.Lock.Redis.Password),
-			DB:       cfg.Lock.Redis.DB,
-		})
+		rc := redislock.DefaultConfig()
+		rc.Addrs, rc.Username = cfg.Lock.Redis.Addrs, cfg.Lock.Redis.Username
+		rc.Password, rc.DB = string(cfg.Lock.Redis.Password), cfg.Lock.Redis.DB
+		rc.TLS = redisTLS(cfg.Lock.Redis.TLS)
+		rl, err := redislock.New(rc)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("%s: lock.redis: %w", cfg.Path, err)}
 		}
@@ -62,6 +64,19 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		}
 	}
 	return s, nil
+}
+
+// redisTLS turns the validated tls block into a client TLS config.
+func redisTLS(t config.RedisTLSConfig) *tls.Config {
+	if !t.Enabled {
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	if len(t.CA) > 0 {
+		c.RootCAs = x509.NewCertPool()
+		c.RootCAs.AppendCertsFromPEM(t.CA)
+	}
+	return c
 }
 
 // ping checks the lock backend, before any work.

@@ -6,11 +6,20 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -33,12 +42,19 @@ type Server struct {
 	out  *bytes.Buffer
 	done chan struct{}
 	once sync.Once
+	tls  *tls.Config
 }
 
 // Start starts a throw-away redis-server (no persistence, working dir dir)
 // on a free loopback port and waits until it answers PING. A port taken
 // between choosing and binding it is retried on another port.
 func Start(dir string) (*Server, error) {
+	return start(dir, nil, func(port string) []string { return []string{"--port", port} })
+}
+
+// start runs redis-server with the listening arguments listen(port) gives;
+// tlsCfg is what a client needs to reach it.
+func start(dir string, tlsCfg *tls.Config, listen func(port string) []string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -49,9 +65,10 @@ func Start(dir string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &bytes.Buffer{}, done: make(chan struct{})}
-		p.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		p := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), out: &bytes.Buffer{}, done: make(chan struct{}), tls: tlsCfg}
+		args := append(listen(strconv.Itoa(port)), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
+		p.cmd = exec.Command(bin, args...)
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 		if err := p.cmd.Start(); err != nil {
 			return nil, err
@@ -66,7 +83,7 @@ func Start(dir string) (*Server, error) {
 }
 
 func (p *Server) waitReady() error {
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialerRetries: 1})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialerRetries: 1, TLSConfig: p.tls})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -141,6 +158,71 @@ func StartT(t testing.TB) *Server {
 	}
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// StartTLS starts a redis-server that only speaks TLS, with a certificate
+// for 127.0.0.1 signed by a throw-away CA, killed at the end of the test.
+// It returns the server and the CA's PEM.
+func StartTLS(t testing.TB) (*Server, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	caPEM, certPEM, keyPEM, err := SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	for f, b := range map[string][]byte{cert: certPEM, key: keyPEM} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	p, err := start(dir, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, func(port string) []string {
+		return []string{"--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no"}
+	})
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, caPEM
+}
+
+// SelfSigned makes a CA and a server certificate for 127.0.0.1 signed by it.
+func SelfSigned() (caPEM, certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redistest CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // ClosedAddr is a loopback address nothing listens on.

@@ -11,6 +11,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,9 @@ type Config struct {
 	// DriftFactor is the clock drift allowance as a fraction of the TTL,
 	// subtracted from Handle.Until; in [0, 0.5), 0 means DefaultDriftFactor.
 	DriftFactor float64
+	// TLS, when non-nil, encrypts every connection (managed Redis with
+	// in-transit encryption).
+	TLS *tls.Config
 }
 
 // DefaultConfig is a Config with every default filled in and no Addrs.
@@ -171,6 +175,7 @@ func New(cfg Config) (*Locker, error) {
 			Username:     cfg.Username,
 			Password:     cfg.Password,
 			DB:           cfg.DB,
+			TLSConfig:    cfg.TLS,
 			DialTimeout:  cfg.DialTimeout,
 			ReadTimeout:  cfg.ReadTimeout,
 			WriteTimeout: cfg.WriteTimeout,
