@@ -275,6 +275,7 @@ func (e *env) tables(ctx context.Context) ([]table.Identifier, error) {
 
 func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 	var force, dryRun bool
+	var parallel int
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "One maintenance pass over the selected tables (for a CronJob)",
@@ -285,11 +286,15 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 			"lock backend was unreachable before any work.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun})
+			if parallel < 1 {
+				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
+			}
+			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun}, parallel)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "run the enabled tasks whatever their triggers say")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan only: write nothing")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "tables maintained at once, each under its own lease (output stays in table order)")
 	return cmd
 }
 
@@ -299,12 +304,15 @@ func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Show what run would do and why; writes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, DryRun: true})
+			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, DryRun: true}, 1)
 		},
 	}
 }
 
-func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
+// runPass runs req on every selected table, up to parallel tables at once,
+// printing each table's outcomes in table order as soon as it and the
+// tables before it are done.
+func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel int) error {
 	e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
 	if err != nil {
 		return err
@@ -317,16 +325,33 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request) error {
 	if len(idents) == 0 {
 		e.log.Warn("no table selected", "catalog", e.cfg.Catalog.Name)
 	}
-	failed := false
-	for _, ident := range idents {
-		for _, o := range e.runner.RunTable(ctx, ident, req) {
-			if o.Status == maintenance.StatusFailed {
-				failed = true
+	results := make([][]maintenance.Outcome, len(idents))
+	done := make([]chan struct{}, len(idents))
+	sem := make(chan struct{}, parallel)
+	for i, ident := range idents {
+		done[i] = make(chan struct{})
+		go func() {
+			defer close(done[i])
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if ctx.Err() == nil {
+				results[i] = e.runner.RunTable(ctx, ident, req)
 			}
-			if err := g.printOutcome(o); err != nil {
-				return err
+		}()
+	}
+	failed := false
+	var printErr error
+	for i := range idents {
+		<-done[i]
+		for _, o := range results[i] {
+			failed = failed || o.Status == maintenance.StatusFailed
+			if printErr == nil {
+				printErr = g.printOutcome(o)
 			}
 		}
+	}
+	if printErr != nil {
+		return printErr
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))

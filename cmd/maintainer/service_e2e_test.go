@@ -507,3 +507,29 @@ func TestRedisTLSConfig(t *testing.T) {
 		t.Errorf("stderr does not name the lock backend:\n%s", r.stderr)
 	}
 }
+
+// run --parallel maintains several tables at once, each under its lease,
+// and prints their outcomes in table order.
+func TestRunParallelTables(t *testing.T) {
+	t.Parallel()
+	w := newGenWarehouse(t, "clicks", "views")
+	before := map[string]tableState{"clicks": w.state(t, "clicks"), "views": w.state(t, "views")}
+	r := runMaintainer(t, w.dir, "run", "--config", w.cfg, "--force", "--task", "compact", "--parallel", "2", "--output", "json")
+	expectCode(t, r, 0, "run --parallel 2")
+	outs := jsonLines[map[string]any](t, r.stdout)
+	if len(outs) != 2 || outs[0]["table"] != "demo.clicks" || outs[1]["table"] != "demo.views" {
+		t.Fatalf("outcomes %v; want demo.clicks then demo.views", outs)
+	}
+	for _, o := range outs {
+		if o["status"] != "succeeded" {
+			t.Errorf("%v: %v %v", o["table"], o["status"], o["error"])
+		}
+	}
+	for name, b := range before {
+		if a := w.state(t, name); !a.compacted() || a.rows != b.rows || a.sum != b.sum {
+			t.Errorf("%s after: %+v; before %+v", name, a, b)
+		}
+	}
+	r = runMaintainer(t, w.dir, "run", "--config", w.cfg, "--parallel", "0")
+	expectCode(t, r, 2, "run --parallel 0")
+}
