@@ -654,11 +654,11 @@ func checkCronJob(o *object, cj *batchv1.CronJob, r *result) {
 		return
 	}
 	if js.PodFailurePolicy == nil {
-		r.problem("%s: podFailurePolicy must map the exit codes of maintainer run (2 -> FailJob; 1, 3 -> Count)", o.source)
+		r.problem("%s: podFailurePolicy must map the exit codes of maintainer run (1, 2 -> FailJob; 3 -> Count)", o.source)
 		return
 	}
 	// The first rule that matches decides, as in the Job controller.
-	want := map[int32]batchv1.PodFailurePolicyAction{1: batchv1.PodFailurePolicyActionCount, 2: batchv1.PodFailurePolicyActionFailJob, 3: batchv1.PodFailurePolicyActionCount}
+	want := map[int32]batchv1.PodFailurePolicyAction{1: batchv1.PodFailurePolicyActionFailJob, 2: batchv1.PodFailurePolicyActionFailJob, 3: batchv1.PodFailurePolicyActionCount}
 	for code, action := range want {
 		var got batchv1.PodFailurePolicyAction
 		for _, rule := range js.PodFailurePolicy.Rules {
