@@ -202,19 +202,6 @@ func (r *Runner) Tables(ctx context.Context) ([]table.Identifier, error) {
 	return out, nil
 }
 
-// Run does one pass over the given tables. A table that cannot be loaded
-// fails that table only.
-func (r *Runner) Run(ctx context.Context, tables []table.Identifier, req Request) []Outcome {
-	var out []Outcome
-	for _, ident := range tables {
-		if ctx.Err() != nil {
-			break
-		}
-		out = append(out, r.RunTable(ctx, ident, req)...)
-	}
-	return out
-}
-
 // RunTable runs the requested tasks on one table, in order, under the
 // table's lease (except on a dry run). A task runs when its trigger says it
 // is due (or the request forces it); its outcome is recorded in the trigger
@@ -385,8 +372,9 @@ func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol 
 
 // DueTasks loads a table and returns its enabled tasks that are due, with
 // the reasons; it is cheap (table metadata, manifests only when a
-// threshold needs them) and takes no lease.
-func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier) ([]string, []string, error) {
+// threshold needs them) and takes no lease. With measure, it also sets the
+// table's health gauges from the same loaded table (that reads manifests).
+func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure bool) ([]string, []string, error) {
 	name := strings.Join(ident, ".")
 	tbl, err := r.cat.LoadTable(ctx, ident)
 	if err != nil {
@@ -395,6 +383,15 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier) ([]string
 	pol, err := r.policy(name, tbl.Properties())
 	if err != nil {
 		return nil, nil, fmt.Errorf("settings for table %s: %w", name, err)
+	}
+	if measure {
+		h, err := TableHealth(ctx, tbl, pol.Compact)
+		h.Table = name
+		if err != nil {
+			r.log.Warn("measure table health", "table", name, "err", err)
+		} else {
+			r.metrics.health(h, r.now())
+		}
 	}
 	var due, reasons []string
 	now := r.now()
@@ -416,16 +413,6 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier) ([]string
 		}
 	}
 	return due, reasons, nil
-}
-
-// RefreshHealth measures a table and sets its health gauges.
-func (r *Runner) RefreshHealth(ctx context.Context, ident table.Identifier) {
-	h := r.Health(ctx, ident)
-	if h.Error != "" {
-		r.log.Warn("measure table health", "table", h.Table, "err", h.Error)
-		return
-	}
-	r.metrics.health(h, r.now())
 }
 
 func joinWhy(a, b string) string {

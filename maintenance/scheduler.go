@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/server"
 )
 
@@ -37,23 +38,20 @@ func DefaultSchedulerConfig() SchedulerConfig {
 
 // Validate reports every bad field.
 func (c SchedulerConfig) Validate() error {
-	var errs []string
+	var v validate.Collector
 	if c.PollInterval <= 0 {
-		errs = append(errs, fmt.Sprintf("poll_interval must be positive (got %s)", c.PollInterval))
+		v.Add("poll_interval", c.PollInterval, "must be positive")
 	}
 	if c.MaxConcurrentTables < 1 {
-		errs = append(errs, fmt.Sprintf("max_concurrent_tables must be at least 1 (got %d)", c.MaxConcurrentTables))
+		v.Add("max_concurrent_tables", c.MaxConcurrentTables, "must be at least 1")
 	}
 	if c.ShutdownGrace < 0 {
-		errs = append(errs, fmt.Sprintf("shutdown_grace must not be negative (got %s)", c.ShutdownGrace))
+		v.Add("shutdown_grace", c.ShutdownGrace, "must not be negative")
 	}
 	if c.History < 0 {
-		errs = append(errs, fmt.Sprintf("history must not be negative (got %d)", c.History))
+		v.Add("history", c.History, "must not be negative")
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("scheduler: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return v.Err()
 }
 
 // Scheduler is the loop of `serve`: it polls the selected tables, queues
@@ -228,7 +226,9 @@ func (s *Scheduler) poll(ctx context.Context) {
 		if s.busy(name) {
 			continue
 		}
-		due, reasons, err := s.r.DueTasks(ctx, ident)
+		// The health gauges are re-measured from the table loaded here.
+		measure := s.r.metrics != nil && s.healthStale(name, now)
+		due, reasons, err := s.r.DueTasks(ctx, ident, measure)
 		if err != nil {
 			s.log.Warn("poll: decide due tasks", "table", name, "err", err)
 			continue
@@ -240,9 +240,6 @@ func (s *Scheduler) poll(ctx context.Context) {
 			}
 			s.r.metrics.trigger("poll", res)
 			s.log.Info("queued", "table", name, "tasks", strings.Join(due, ","), "reason", strings.Join(reasons, "; "))
-		}
-		if s.r.metrics != nil && !s.busy(name) && s.healthStale(name, now) {
-			s.r.RefreshHealth(ctx, ident)
 		}
 	}
 }

@@ -39,6 +39,10 @@ func TestSchedulerQueue(t *testing.T) {
 		t.Fatalf("before the first poll: %v; want ErrUnknownTable", err)
 	}
 	s.poll(ctx)
+	// The poll measured the table's health from the table it loaded.
+	if got := counter(t, s.r.metrics.healthFiles.WithLabelValues(tableName)); got != 3 {
+		t.Errorf("table_data_files after the first poll = %v; want 3", got)
+	}
 	st := s.Status().(Status)
 	if st.Tables != 1 || len(st.Queue) != 1 || !slices.Equal(st.Queue[0].Tasks, []string{TaskExpire}) {
 		t.Fatalf("after the poll: %+v; want expire queued (compact is not due)", st)

@@ -238,14 +238,8 @@ func TestRecord(t *testing.T) {
 		t.Fatalf("after failure: %+v\nwant %+v", failed, want)
 	}
 
-	att := Attempted(prev, start)
-	want = prev
-	want.LastAttempt = start.UTC()
-	if att != want {
-		t.Fatalf("attempted: %+v\nwant %+v", att, want)
-	}
-	// The rate limit holds from the attempt on.
-	if d := Decide(Config{CommitCount: 1, RateLimit: time.Minute}, att, Counters{Commits: 9}, start.Add(time.Second)); d.Due {
+	// The rate limit holds from the failed attempt on.
+	if d := Decide(Config{CommitCount: 1, RateLimit: time.Minute}, failed, Counters{Commits: 9}, start.Add(time.Second)); d.Due {
 		t.Fatalf("due right after an attempt: %s", d.Reason)
 	}
 }

@@ -49,13 +49,6 @@ func MarkOf(meta table.Metadata) Mark {
 	return m
 }
 
-// Attempted returns st with a run starting at start. Saving it before the
-// work begins makes the rate limit hold even if the process dies mid-run.
-func Attempted(st State, start time.Time) State {
-	st.LastAttempt = start.UTC()
-	return st
-}
-
 // Record returns the State after a run that started at start from position
 // m. result is the outcome status shown to users (e.g. "succeeded"); err, if
 // any, is kept as text. Only a completed run (its work done, or nothing to
