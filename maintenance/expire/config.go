@@ -157,13 +157,6 @@ func ResolvePolicy(cfg Config, props iceberg.Properties) (Policy, error) {
 	return p, nil
 }
 
-// gcEnabled follows Iceberg: only a case-insensitive "true" (or no value)
-// enables garbage collection.
-func gcEnabled(props iceberg.Properties) bool {
-	v, ok := props[PropGCEnabled]
-	return !ok || strings.EqualFold(strings.TrimSpace(v), "true")
-}
-
 func intProp(props iceberg.Properties, key string) (int64, bool, error) {
 	name := key
 	v, ok := props[key]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"log/slog"
 	"maps"
 	"slices"
@@ -211,7 +212,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	if len(cur.Files) == 0 {
 		return res, nil
 	}
-	if !gcEnabled(fresh.Properties()) {
+	if !tableprops.GCAllowed(fresh.Properties()) {
 		return res, fmt.Errorf("expire %s: deleting files: %w", name, ErrGCDisabled)
 	}
 	fs, err := fresh.FS(ctx)
@@ -297,7 +298,7 @@ func (r *refsRequirement) Validate(meta table.Metadata) error {
 	if meta == nil {
 		return errors.New("requirement failed: table does not exist")
 	}
-	if !gcEnabled(meta.Properties()) {
+	if !tableprops.GCAllowed(meta.Properties()) {
 		return fmt.Errorf("requirement failed: %w", ErrGCDisabled)
 	}
 	n := 0

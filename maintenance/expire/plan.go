@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"maps"
 	"slices"
 	"strings"
@@ -151,7 +152,7 @@ func planTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time,
 		return nil, fmt.Errorf("invalid expiration config: %w", err)
 	}
 	meta := tbl.Metadata()
-	if !gcEnabled(meta.Properties()) {
+	if !tableprops.GCAllowed(meta.Properties()) {
 		return nil, fmt.Errorf("expire %s: %w: its files may be shared with another table, so nothing is expired",
 			strings.Join(tbl.Identifier(), "."), ErrGCDisabled)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"log/slog"
 	"slices"
 	"strings"
@@ -194,7 +195,7 @@ func recheck(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		return nil, fmt.Errorf("re-load table %s before deleting: %w", plan.Table, err)
 	}
 	meta := fresh.Metadata()
-	if !gcEnabled(meta.Properties()) {
+	if !tableprops.GCAllowed(meta.Properties()) {
 		return nil, fmt.Errorf("%w (%s=%q, set since planning)", ErrGCDisabled, propertyGCEnabled, meta.Properties()[propertyGCEnabled])
 	}
 	if got := meta.TableUUID().String(); got != plan.TableUUID {

@@ -536,7 +536,9 @@ func TestGCDisabledRefuses(t *testing.T) {
 	if !errors.Is(err, ErrGCDisabled) || res.FilesDeleted != 0 || !exists(orphan) {
 		t.Fatalf("execute: res %+v err %v; want ErrGCDisabled, nothing deleted", res, err)
 	}
-	for _, v := range []string{"false", "no"} { // not a boolean: refuse too
+	// Only a case-insensitive "true" enables GC (as Java reads it): "1" and
+	// "t" refuse too, as expiry does.
+	for _, v := range []string{"false", "no", "1", "t"} {
 		tbl := setProperty(t, off, "gc.enabled", v)
 		if _, err := PlanTable(ctx, tbl, lt.store(t), cfg, lt.now, nil); !errors.Is(err, ErrGCDisabled) {
 			t.Fatalf("gc.enabled=%s: plan err %v; want ErrGCDisabled", v, err)
@@ -672,6 +674,14 @@ func TestExecuteRefusesForeignPlan(t *testing.T) {
 		if !exists(p) {
 			t.Fatalf("deleted %s", p)
 		}
+	}
+	// A candidate younger than the plan's cutoff (min_age) is refused at
+	// delete time too, whatever the plan says.
+	young := plant(t, filepath.Join(lt.dir, "data", "young.parquet"), lt.now, time.Minute)
+	youngPlan := *plan
+	youngPlan.Candidates = []Candidate{{Path: young, Size: 1, Modified: lt.now.Add(-time.Minute)}}
+	if _, err := Execute(ctx, lt.cat, lt.tbl, lt.store(t), &youngPlan, cfg, Options{}); !errors.Is(err, ErrInvalidPlan) || !exists(young) {
+		t.Fatalf("young candidate: err %v, still there %v; want ErrInvalidPlan and the file kept", err, exists(young))
 	}
 	// A live file smuggled into a plan is caught by the re-check.
 	live := firstDataFile(t, lt)

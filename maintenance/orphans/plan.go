@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -163,17 +162,6 @@ func (e *MismatchError) Error() string {
 
 func (e *MismatchError) Unwrap() error { return ErrPrefixMismatch }
 
-// gcEnabled reads gc.enabled (default true). A value that is not a boolean
-// counts as false: when in doubt, do not delete.
-func gcEnabled(props iceberg.Properties) bool {
-	v, ok := props[propertyGCEnabled]
-	if !ok {
-		return true
-	}
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
-	return err == nil && b
-}
-
 // resolveLocation returns the folder to list: cfg.Location (absolute, or
 // relative to the table location) or the table location.
 func resolveLocation(tableLocation, location string) string {
@@ -268,7 +256,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, store Store, cfg Config, n
 		p.Reason = ReasonDisabled
 		return p, nil
 	}
-	if !gcEnabled(meta.Properties()) {
+	if !tableprops.GCAllowed(meta.Properties()) {
 		return nil, fmt.Errorf("%w (%s=%q): its files may be shared with other tables", ErrGCDisabled, propertyGCEnabled, meta.Properties()[propertyGCEnabled])
 	}
 	sc, err := newScope(meta, cfg)
