@@ -246,3 +246,21 @@ func TestRedisTLSAndUser(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant:\n%s", join(got), join(want))
 	}
 }
+
+// The Redis lock's own rules (a node listed twice would fake a quorum; port
+// range) are reported by config validate, at their line, not when serve
+// starts.
+func TestRedisAddrsRules(t *testing.T) {
+	got := problemsOf(t, minimal+`lock:
+  backend: redis
+  redis:
+    addrs: ["redis-0:6379", "REDIS-0:6379", "redis-1:0"]
+`, nil)
+	want := []string{
+		`maintainer.yaml:8:29: lock.redis.addrs[1]: listed twice; each node must be independent (got "REDIS-0:6379")`,
+		`maintainer.yaml:8:45: lock.redis.addrs[2]: port must be 1-65535 (got "redis-1:0")`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", join(got), join(want))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"io/fs"
 	"net"
 	"os"
@@ -157,16 +158,17 @@ func (v *validator) lock(l *LockConfig) {
 	case strings.TrimSpace(r.KeyPrefix) == "":
 		v.problem("lock.redis.key_prefix", "must not be empty")
 	}
-	if r.DB < 0 && v.checkable("lock.redis.db") {
-		v.problem("lock.redis.db", "must not be negative (got %d)", r.DB)
-	}
-	for i, a := range r.Addrs {
-		p := fmt.Sprintf("lock.redis.addrs[%d]", i)
-		if !v.checkable(p) {
-			continue
+	// The lock package's own rules (host:port, port range, no node twice,
+	// db), reported here at their line rather than when serve starts.
+	for _, fp := range asFieldProblems(redislock.Config{Addrs: r.Addrs, DB: r.DB}.Validate()) {
+		p := "lock.redis." + fp.field
+		if fp.field == "addrs" || !v.checkable(p) {
+			continue // an empty list is reported below, and only for redis
 		}
-		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
-			v.problem(p, "must be host:port (got %q)", a)
+		if s, ok := fp.value.(string); ok {
+			v.problem(p, "%s (got %q)", fp.msg, s)
+		} else {
+			v.problem(p, "%s (got %v)", fp.msg, fp.value)
 		}
 	}
 	if l.Backend != LockRedis {

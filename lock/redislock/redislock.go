@@ -14,6 +14,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -78,49 +79,48 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem of c at once, naming the field; it never
-// mutates c.
+// Validate reports every problem of c at once as validate.FieldErrors
+// named by the config keys under lock.redis (the config loader reports them
+// at their line); it never mutates c.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("redislock: config: "+format, args...))
-	}
+	var v validate.Collector
 	if len(c.Addrs) == 0 {
-		bad("Addrs: at least one host:port is required")
+		v.Add("addrs", c.Addrs, "at least one host:port is required")
 	}
 	seen := make(map[string]bool, len(c.Addrs))
 	for i, a := range c.Addrs {
+		field := fmt.Sprintf("addrs[%d]", i)
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" || port == "" {
-			bad("Addrs[%d]: must be host:port (got %q)", i, a)
+			v.Add(field, a, "must be host:port")
 			continue
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			bad("Addrs[%d]: port must be 1-65535 (got %q)", i, a)
+			v.Add(field, a, "port must be 1-65535")
 			continue
 		}
 		// A node listed twice would vote twice and fake a quorum.
 		norm := strings.ToLower(a)
 		if seen[norm] {
-			bad("Addrs[%d]: %q is listed twice; each node must be independent", i, a)
+			v.Add(field, a, "listed twice; each node must be independent")
 		}
 		seen[norm] = true
 	}
 	if c.DB < 0 {
-		bad("DB: must not be negative (got %d)", c.DB)
+		v.Add("db", c.DB, "must not be negative")
 	}
 	for _, t := range []struct {
 		name string
 		d    time.Duration
-	}{{"DialTimeout", c.DialTimeout}, {"ReadTimeout", c.ReadTimeout}, {"WriteTimeout", c.WriteTimeout}} {
+	}{{"dial_timeout", c.DialTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}} {
 		if t.d < 0 {
-			bad("%s: must not be negative (got %s)", t.name, t.d)
+			v.Add(t.name, t.d, "must not be negative")
 		}
 	}
 	if c.DriftFactor < 0 || c.DriftFactor >= 0.5 {
-		bad("DriftFactor: must be in [0, 0.5) (got %g)", c.DriftFactor)
+		v.Add("drift_factor", c.DriftFactor, "must be in [0, 0.5)")
 	}
-	return errors.Join(errs...)
+	return v.Err()
 }
 
 func (c Config) withDefaults() Config {

@@ -296,12 +296,12 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"one node", Config{Addrs: []string{"localhost:6379"}}, nil},
 		{"three nodes, all set", Config{Addrs: []string{"a:1", "b:1", "c:1"}, DB: 2, DialTimeout: time.Second, DriftFactor: 0.02}, nil},
-		{"no addrs", Config{}, []string{"Addrs"}},
+		{"no addrs", Config{}, []string{"addrs"}},
 		{"bad addrs", Config{Addrs: []string{"nohost", ":6379", "h:0", "h:x"}},
-			[]string{"Addrs[0]", "Addrs[1]", "Addrs[2]", "Addrs[3]"}},
-		{"duplicate node", Config{Addrs: []string{"a:1", "b:1", "A:1"}}, []string{"Addrs[2]", "listed twice"}},
+			[]string{"addrs[0]", "addrs[1]", "addrs[2]", "addrs[3]"}},
+		{"duplicate node", Config{Addrs: []string{"a:1", "b:1", "A:1"}}, []string{"addrs[2]", "listed twice"}},
 		{"everything wrong", Config{Addrs: []string{"a:1"}, DB: -1, ReadTimeout: -1, DriftFactor: 0.5},
-			[]string{"DB", "ReadTimeout", "DriftFactor"}},
+			[]string{"db", "read_timeout", "drift_factor"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := append([]string(nil), tc.cfg.Addrs...)
