@@ -530,6 +530,24 @@ func TestRunParallelTables(t *testing.T) {
 			t.Errorf("%s after: %+v; before %+v", name, a, b)
 		}
 	}
+	// Both tables were being rewritten at once: each had a group rewritten
+	// before the first commit (one table after the other could not).
+	rewrote := map[string]bool{}
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(line, `msg="compaction committed"`) {
+			break
+		}
+		if strings.Contains(line, `msg="group rewritten"`) {
+			for _, tbl := range []string{"demo.clicks", "demo.views"} {
+				if strings.Contains(line, "table="+tbl) {
+					rewrote[tbl] = true
+				}
+			}
+		}
+	}
+	if len(rewrote) != 2 {
+		t.Errorf("before the first commit only %v had groups rewritten; want both tables at once\n%s", rewrote, r.stderr)
+	}
 	r = runMaintainer(t, w.dir, "run", "--config", w.cfg, "--parallel", "0")
 	expectCode(t, r, 2, "run --parallel 0")
 }
