@@ -57,14 +57,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq >&2
-  # policy-rc.d keeps the packages' services from starting: only their
-  # binaries are needed.
+  # policy-rc.d keeps the packages' services from starting (only their
+  # binaries are needed); it is removed whether the install works or not.
+  placed_policy=
   if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    trap_rc=1
+    placed_policy=1
   fi
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-  if [ "${trap_rc:-}" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+  install_rc=0
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || install_rc=$?
+  if [ -n "$placed_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  [ "$install_rc" = 0 ] || die "apt-get install ${missing[*]} failed (exit $install_rc)"
 fi
 # The tests of deploy/ skip without these tools on a developer's machine;
 # here they were installed, so a missing one is a failure.
