@@ -205,8 +205,6 @@ type executor struct {
 	log     *slog.Logger
 	current *table.Table
 	batches int
-	// planDeletes are the delete files live in the planned snapshot.
-	planDeletes map[string]bool
 }
 
 // rewriteGroup reads one group with its deletes applied and writes it out
@@ -446,17 +444,16 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errStage, err)
 		}
-		// Only deletes that existed at the planned snapshot may go: the
-		// rewritten rows keep its sequence number, so a delete a writer
-		// committed since still applies to them, although the decision
-		// above cannot see the new files.
-		if e.planDeletes == nil {
-			if e.planDeletes, err = deleteFilePaths(e.fs, e.current.Metadata().SnapshotByID(e.plan.SnapshotID)); err != nil {
-				return nil, fmt.Errorf("%w: %w", errStage, err)
-			}
+		// Only deletes the plan found dead may go: they existed at the
+		// planned snapshot, whose sequence number the rewritten rows keep,
+		// so a delete a writer committed since still applies to them
+		// although the decision above cannot see the new files.
+		planned := make(map[string]bool, len(e.plan.DeadDeletes))
+		for _, d := range e.plan.DeadDeletes {
+			planned[d.FilePath()] = true
 		}
 		for _, d := range found {
-			if e.planDeletes[d.FilePath()] {
+			if planned[d.FilePath()] {
 				dead = append(dead, d)
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	icecompaction "github.com/apache/iceberg-go/table/compaction"
 )
@@ -434,30 +433,6 @@ func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, re
 	}
 	out := append(pos, eq...)
 	sort.Slice(out, func(i, j int) bool { return out[i].FilePath() < out[j].FilePath() })
-	return out, nil
-}
-
-// deleteFilePaths lists the delete files live in a snapshot.
-func deleteFilePaths(fs iceio.IO, snap *table.Snapshot) (map[string]bool, error) {
-	out := map[string]bool{}
-	if snap == nil {
-		return out, nil
-	}
-	manifests, err := snap.Manifests(fs)
-	if err != nil {
-		return nil, fmt.Errorf("read manifest list of snapshot %d: %w", snap.SnapshotID, err)
-	}
-	for _, m := range manifests {
-		if m.ManifestContent() != iceberg.ManifestContentDeletes {
-			continue
-		}
-		for e, err := range m.Entries(fs, true) {
-			if err != nil {
-				return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			out[e.DataFile().FilePath()] = true
-		}
-	}
 	return out, nil
 }
 
