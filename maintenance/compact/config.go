@@ -16,6 +16,10 @@ import (
 // write.target-file-size-bytes property names a target (Iceberg's default).
 const DefaultTargetFileSize int64 = 512 << 20
 
+// MinTargetFileSize is the smallest target accepted, from the config or the
+// table's write.target-file-size-bytes.
+const MinTargetFileSize int64 = 1 << 20
+
 // Config is the compaction policy for one table. Zero sizes mean "derive":
 // the target comes from the table property, then DefaultTargetFileSize; the
 // min and max sizes are 75% and 180% of the target, as in Spark.
@@ -81,7 +85,7 @@ func (c Config) Validate() error {
 	bad := v.Add
 	if c.TargetFileSize < 0 {
 		bad("target_file_size", c.TargetFileSize, "must not be negative")
-	} else if c.TargetFileSize > 0 && c.TargetFileSize < 1<<20 {
+	} else if c.TargetFileSize > 0 && c.TargetFileSize < MinTargetFileSize {
 		bad("target_file_size", c.TargetFileSize, "must be at least 1MiB")
 	}
 	if c.MinFileSize < 0 {

@@ -114,11 +114,8 @@ func Sizes(cfg Config, props iceberg.Properties) (target, minSize, maxSize int64
 	if v, ok := props[table.WriteTargetFileSizeBytesKey]; ok {
 		// A property the config would refuse as target_file_size is
 		// ignored here too (the config package warns about it).
-		trial := cfg
-		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
-			if trial.TargetFileSize = n; trial.Validate() == nil || cfg.Validate() != nil {
-				prop = n
-			}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= MinTargetFileSize {
+			prop = n
 		}
 	}
 	switch {
