@@ -55,6 +55,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"embed"
 	"errors"
 	"fmt"
@@ -178,8 +179,9 @@ type RedisTLSConfig struct {
 	CAFile             string `yaml:"ca_file"`
 	ServerName         string `yaml:"server_name"` // default: the host of each address
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-	// CA holds CAFile's certificates, read and parsed by validation.
-	CA []byte `yaml:"-"`
+	// RootCAs holds CAFile's certificates, read and parsed by validation;
+	// nil = the system's.
+	RootCAs *x509.CertPool `yaml:"-"`
 }
 
 // ServerConfig is the HTTP side of `maintainer serve`.

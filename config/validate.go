@@ -186,10 +186,11 @@ func (v *validator) lock(l *LockConfig) {
 	}
 	if set("lock.redis.tls.ca_file") && v.checkable("lock.redis.tls.ca_file") {
 		if pem := v.readSecret("lock.redis.tls.ca_file", t.CAFile); pem != "" {
-			if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM([]byte(pem)) {
 				v.problem("lock.redis.tls.ca_file", "%q holds no PEM certificate", t.CAFile)
 			} else {
-				t.CA = []byte(pem)
+				t.RootCAs = pool
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 )
 
 // Namespace prefixes every metric the maintainer exports.
@@ -147,15 +148,5 @@ func TriggerRequests(reg prometheus.Registerer) *prometheus.CounterVec {
 	}, []string{LabelSource, LabelResult})
 }
 
-// ValidLabelName is Prometheus' rule for a label name.
-func ValidLabelName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
+// ValidLabelName is Prometheus' (legacy, portable) rule for a label name.
+func ValidLabelName(s string) bool { return model.LabelName(s).IsValidLegacy() }

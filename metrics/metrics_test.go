@@ -58,3 +58,12 @@ func TestTriggerRequestsShared(t *testing.T) {
 		t.Errorf("shared counter = %v; want 2", got)
 	}
 }
+
+func TestValidLabelName(t *testing.T) {
+	for name, want := range map[string]bool{"table": true, "_x1": true, "iceberg_table": true,
+		"": false, "1table": false, "a-b": false, "a.b": false} {
+		if got := ValidLabelName(name); got != want {
+			t.Errorf("ValidLabelName(%q) = %v; want %v", name, got, want)
+		}
+	}
+}

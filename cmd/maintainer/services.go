@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 
@@ -71,12 +70,8 @@ func redisTLS(t config.RedisTLSConfig) *tls.Config {
 	if !t.Enabled {
 		return nil
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	if len(t.CA) > 0 {
-		c.RootCAs = x509.NewCertPool()
-		c.RootCAs.AppendCertsFromPEM(t.CA)
-	}
-	return c
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.RootCAs, ServerName: t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify}
 }
 
 // ping checks the lock backend, before any work.
