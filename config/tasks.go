@@ -106,9 +106,10 @@ func defaultTrigger(task string) trigger.Config {
 		return trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}
 	case "expire":
 		return trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}
-	default: // orphans: listing the table location is the expensive part
+	case "orphans": // listing the table location is the expensive part
 		return trigger.Config{Interval: 24 * time.Hour, RateLimit: time.Hour}
 	}
+	panic("config: no default trigger for task " + task)
 }
 
 // Resolved is the effective configuration of one table.
