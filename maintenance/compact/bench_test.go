@@ -11,10 +11,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
-
-	"github.com/apache/iceberg-go"
 )
 
 // BenchmarkRewriteGroups measures the heavy part of compaction: reading the
@@ -23,6 +22,8 @@ import (
 // iteration rewrites the same input. Size it with BENCH_APPENDS (default 100
 // files of BENCH_ROWS=2000 rows over 10 days); the full-size, side-by-side
 // comparison with iceberg-go's CLI is `go run ./internal/bench/compactbench`.
+// BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
+// instead of the direct path.
 //
 //	go test -run '^$' -bench RewriteGroups -benchmem ./maintenance/compact/
 func BenchmarkRewriteGroups(b *testing.B) {
@@ -32,20 +33,12 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	// BENCH_PROPS=k=v,k=v sets table properties first (the writer reads
 	// write.parquet.* from them), to measure their effect.
 	if raw := os.Getenv("BENCH_PROPS"); raw != "" {
-		props := iceberg.Properties{}
+		props := map[string]string{}
 		for _, kv := range strings.Split(raw, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			props[k] = v
 		}
-		tx := f.tbl.NewTransaction()
-		if err := tx.SetProperties(props); err != nil {
-			b.Fatal(err)
-		}
-		tbl, err := tx.Commit(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		f.tbl = tbl
+		setProps(b, f, props)
 	}
 	cfg := testConfig()
 	cfg.TargetFileSize = 128 << 20
@@ -62,9 +55,25 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	b.ReportAllocs()
 	peak := watchHeap()
 	defer func() { b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MiB") }()
+	// BENCH_CPUPROF=file profiles the rewrites only, not the table's generation.
+	if path := os.Getenv("BENCH_CPUPROF"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	c0 := cpuNow()
+	defer func() { b.ReportMetric((cpuNow()-c0).Seconds()/float64(b.N), "cpu-s/op") }()
 	b.ResetTimer()
 	for range b.N {
-		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4)}, res: &Result{}, log: discardLogger()}
+		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4),
+			noDirect: os.Getenv("BENCH_DIRECT") == "0"}, res: &Result{}, log: discardLogger()}
+		e.setDirect(f.tbl)
 		sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 		var wg sync.WaitGroup
 		for i := range plan.Groups {
@@ -123,4 +132,13 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+// cpuNow is the process's user and system CPU time so far.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

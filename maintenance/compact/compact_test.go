@@ -374,28 +374,37 @@ func TestCancelledRunCommitsNothing(t *testing.T) {
 // If the rows written do not match the rows read (a writer that loses a
 // batch), nothing of that group is committed and its files are removed.
 func TestRowCountMismatchCommitsNothing(t *testing.T) {
-	ctx := context.Background()
-	f := newTable(t, 10, 100, 1)
-	cfg := testConfig()
-	cfg.PartialProgress = true
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := parquetFiles(t, f.dir)
-	opts := Options{ArrowBatchRows: 64, dropBatch: func(n int) bool { return n == 3 }}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
-	if !errors.Is(err, ErrRowCountMismatch) {
-		t.Fatalf("want ErrRowCountMismatch, got %v", err)
-	}
-	if res.GroupsCommitted != 0 {
-		t.Fatalf("result %+v", res)
-	}
-	if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
-		t.Fatal("a snapshot was committed")
-	}
-	if after := parquetFiles(t, f.dir); len(after) != len(before) {
-		t.Fatalf("%d parquet files on disk, %d before", len(after), len(before))
+	for _, path := range []string{"direct", "iceberg-go"} {
+		t.Run(path, func(t *testing.T) {
+			ctx := context.Background()
+			f := newTable(t, 10, 100, 1)
+			cfg := testConfig()
+			cfg.PartialProgress = true
+			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := parquetFiles(t, f.dir)
+			var log pathLog
+			opts := Options{ArrowBatchRows: 64, dropBatch: func(n int) bool { return n == 3 },
+				noDirect: path != "direct", onPath: log.hook}
+			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+			if !errors.Is(err, ErrRowCountMismatch) {
+				t.Fatalf("want ErrRowCountMismatch, got %v", err)
+			}
+			if got := log.all(); len(got) != 1 || got[0] != path {
+				t.Fatalf("paths %v, want %s", got, path)
+			}
+			if res.GroupsCommitted != 0 {
+				t.Fatalf("result %+v", res)
+			}
+			if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+				t.Fatal("a snapshot was committed")
+			}
+			if after := parquetFiles(t, f.dir); len(after) != len(before) {
+				t.Fatalf("%d parquet files on disk, %d before", len(after), len(before))
+			}
+		})
 	}
 }
 

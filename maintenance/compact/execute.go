@@ -59,6 +59,10 @@ type Options struct {
 	// would, to prove the row check catches it.
 	beforeCommit func(attempt int) error
 	dropBatch    func(n int) bool
+	// noDirect sends every group through iceberg-go; onPath learns which
+	// path each group took and why.
+	noDirect bool
+	onPath   func(g *Group, path, why string)
 }
 
 // Result is what a compaction run did.
@@ -121,6 +125,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
 		log: opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
+	e.setDirect(tbl)
 
 	// Groups are written by a bounded pool; the committer takes them in
 	// completion order.
@@ -205,16 +210,59 @@ type executor struct {
 	log     *slog.Logger
 	current *table.Table
 	batches int
+	// direct is the direct path for this table, nil when the table cannot
+	// take it (directReason says why).
+	direct       *directTable
+	directReason string
 }
 
 // rewriteGroup reads one group with its deletes applied and writes it out
-// again, counting rows on both sides.
+// again, counting rows on both sides, then verifies the counts.
 func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group) (out groupOutput) {
 	out.g = g
 	if ctx.Err() != nil {
 		out.err = context.Cause(ctx)
 		return out
 	}
+	path, why := "iceberg-go", e.directReason
+	if e.direct != nil {
+		if why = e.direct.groupReason(g); why == "" {
+			why, out.err = e.direct.schemaReason(ctx, e.fs, g)
+		}
+		if out.err == nil && why == "" {
+			path = "direct"
+			out.files, out.rowsRead, out.err = e.rewriteDirect(ctx, e.direct, g)
+		}
+	}
+	if out.err == nil && path != "direct" {
+		out.files, out.rowsRead, out.err = e.rewriteScan(ctx, tbl, g)
+	}
+	e.log.Debug("group read and written", "partition", g.Partition, "path", path, "why", why)
+	if e.opts.onPath != nil {
+		e.opts.onPath(g, path, why)
+	}
+	if out.err == nil {
+		out.err = e.verify(g, out.files, out.rowsRead)
+	}
+	if out.err != nil {
+		e.removeFiles(out.files)
+		out.files = nil
+	}
+	return out
+}
+
+// setDirect prepares the direct path for tbl unless the options rule it out.
+func (e *executor) setDirect(tbl *table.Table) {
+	if e.opts.noDirect {
+		e.directReason = "disabled"
+		return
+	}
+	e.direct, e.directReason = newDirectTable(tbl)
+}
+
+// rewriteScan rewrites a group through iceberg-go's scan, which applies
+// deletes and projects old files onto the current schema, and its writer.
+func (e *executor) rewriteScan(ctx context.Context, tbl *table.Table, g *Group) (files []iceberg.DataFile, readRows int64, err error) {
 	meta := tbl.Metadata()
 	lineage := meta.Version() >= 3 && allHaveLineage(g.tasks)
 	scanOpts := []table.ScanOption{table.WithMaxConcurrency(1), table.WithArrowBatchSize(e.opts.ArrowBatchRows)}
@@ -223,8 +271,7 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 	}
 	schema, records, err := tbl.Scan(scanOpts...).ReadTasks(ctx, g.tasks)
 	if err != nil {
-		out.err = fmt.Errorf("read group: %w", err)
-		return out
+		return nil, 0, fmt.Errorf("read group: %w", err)
 	}
 	writeOpts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.plan.TargetFileSize),
@@ -241,12 +288,10 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{
 			IncludeFieldIDs: true, TableProperties: meta.Properties(),
 		}); err != nil {
-			out.err = fmt.Errorf("build row-lineage schema: %w", err)
-			return out
+			return nil, 0, fmt.Errorf("build row-lineage schema: %w", err)
 		}
 		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
 	}
-	var readRows int64
 	counted := func(yield func(arrow.RecordBatch, error) bool) {
 		n := 0
 		for rec, err := range records {
@@ -262,22 +307,13 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 			}
 		}
 	}
-	for df, err := range table.WriteRecords(ctx, tbl, schema, counted, writeOpts...) {
-		if err != nil {
-			out.err = fmt.Errorf("write group: %w", err)
-			break
+	for df, werr := range table.WriteRecords(ctx, tbl, schema, counted, writeOpts...) {
+		if werr != nil {
+			return files, readRows, fmt.Errorf("write group: %w", werr)
 		}
-		out.files = append(out.files, df)
+		files = append(files, df)
 	}
-	out.rowsRead = readRows
-	if out.err == nil {
-		out.err = e.verify(g, out.files, readRows)
-	}
-	if out.err != nil {
-		e.removeFiles(out.files)
-		out.files = nil
-	}
-	return out
+	return files, readRows, nil
 }
 
 // verify checks the rows written against the rows read, reading the row

@@ -30,12 +30,13 @@ func TestCompactFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{})
+			var log pathLog
+			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{onPath: log.hook})
 			if err != nil {
 				t.Fatalf("compaction failed: %v\nplan groups: %+v", err, plan.Groups)
 			}
-			t.Logf("%d groups: %d files -> %d files, %d delete files dropped", len(plan.Groups),
-				res.FilesRewritten, res.FilesWritten, res.DeleteFilesDropped)
+			t.Logf("%d groups: %d files -> %d files, %d delete files dropped; paths %v %v", len(plan.Groups),
+				res.FilesRewritten, res.FilesWritten, res.DeleteFilesDropped, log.all(), log.whys)
 
 			after := testenv.Verify(t, dir)
 			if after.LiveRows != want.LiveRows || after.Checksum != want.Checksum {

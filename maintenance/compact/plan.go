@@ -393,6 +393,13 @@ func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, re
 	if err != nil {
 		return nil, fmt.Errorf("read manifest list of snapshot %d: %w", snap.SnapshotID, err)
 	}
+	if !slices.ContainsFunc(manifests, func(m iceberg.ManifestFile) bool {
+		return m.ManifestContent() == iceberg.ManifestContentDeletes
+	}) {
+		// No delete manifest, no delete file: none can be dead. Spares a
+		// second read of every data manifest on append-only tables.
+		return nil, nil
+	}
 	live := map[string]bool{}
 	var targets []string
 	for _, m := range manifests {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ func run() error {
 	dir := flag.String("dir", "", "work folder (default: a temporary one, removed after)")
 	groups := flag.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
 	skipCLI := flag.Bool("skip-cli", false, "measure the maintainer only")
+	rounds := flag.Int("rounds", 3, "rounds of both tools, alternating which goes first; medians are reported")
 	mEnv := flag.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
 	flag.Parse()
 	ctx := context.Background()
@@ -79,99 +81,121 @@ func run() error {
 	}
 
 	opt := gen.Options{Appends: *appends, RowsPerAppend: *rows, Partitions: *parts, Seed: 1}
-	var inputBytes int64
-	var wantRows int64
-	var wantSum uint64
 	tables := map[string]string{"maintainer": filepath.Join(work, "a")}
 	if !*skipCLI {
 		tables["iceberg-go CLI"] = filepath.Join(work, "b")
 	}
+	var want tableStats
 	for _, d := range tables {
 		start := time.Now()
-		generated, err := prepare(ctx, d, opt, *dir != "")
+		generated, err := prepare(ctx, d, opt)
 		if err != nil {
 			return err
 		}
-		st, err := measureTable(ctx, d)
-		if err != nil {
+		if want, err = measureTable(ctx, d); err != nil {
 			return err
 		}
-		inputBytes, wantRows, wantSum = st.bytes, st.rows, st.sum
 		if generated {
 			fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, *appends,
-				float64(inputBytes)/1e6, wantRows, time.Since(start).Round(time.Second))
+				float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
 		}
 	}
 
-	var results []measure
-	// The maintainer.
-	a := tables["maintainer"]
-	cfgPath := filepath.Join(a, "maintainer.yaml")
-	cfg := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", a) +
-		fmt.Sprintf("    target_file_size: %d\n    max_concurrent_groups: %d\n", targetBytes, *groups)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		return err
-	}
 	var env []string
 	if *mEnv != "" {
 		env = strings.Fields(*mEnv)
 	}
-	m, err := measureRun(ctx, "maintainer", env, maintainer, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
-	if err != nil {
-		return err
+	runs := map[string]func() (measure, error){
+		"maintainer": func() (measure, error) {
+			a := tables["maintainer"]
+			cfgPath := filepath.Join(a, "maintainer.yaml")
+			const block = "  compact:\n    enabled: true\n"
+			cfg := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", a)
+			if !strings.Contains(cfg, block) {
+				return measure{}, fmt.Errorf("the embedded default config has no %q block to extend", block)
+			}
+			cfg = strings.Replace(cfg, block, block+fmt.Sprintf("    target_file_size: %d\n    max_concurrent_groups: %d\n", targetBytes, *groups), 1)
+			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+				return measure{}, err
+			}
+			return measureRun(ctx, "maintainer", env, maintainer, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
+		},
+		// iceberg-go's CLI on an identical table.
+		"iceberg-go CLI": func() (measure, error) {
+			b := tables["iceberg-go CLI"]
+			return measureRun(ctx, "iceberg-go CLI", nil, cli, "--catalog", "sql", "--catalog-name", "default",
+				"--uri", "file:"+filepath.Join(b, "catalog.db"), "--warehouse", gen.FileURI(filepath.Join(b, "warehouse")),
+				"--sql-driver", "sqliteshim", "--sql-dialect", "sqlite",
+				"compact", "run", "demo.events", "--target-file-size", fmt.Sprint(targetBytes))
+		},
 	}
-	results = append(results, m)
-	// iceberg-go's CLI on an identical table.
-	if !*skipCLI {
-		b := tables["iceberg-go CLI"]
-		m, err := measureRun(ctx, "iceberg-go CLI", nil, cli, "--catalog", "sql", "--catalog-name", "default",
-			"--uri", "file:"+filepath.Join(b, "catalog.db"), "--warehouse", gen.FileURI(filepath.Join(b, "warehouse")),
-			"--sql-driver", "sqliteshim", "--sql-dialect", "sqlite",
-			"compact", "run", "demo.events", "--target-file-size", fmt.Sprint(targetBytes))
-		if err != nil {
-			return err
-		}
-		results = append(results, m)
+	order := []string{"maintainer", "iceberg-go CLI"}
+	if *skipCLI {
+		order = order[:1]
 	}
-	// Check every result row for row.
-	for i := range results {
-		st, err := measureTable(ctx, tables[results[i].tool])
-		if err != nil {
-			return err
+	// Rounds alternate which tool goes first, so that a slow spell of a
+	// shared machine does not always fall on the same one.
+	results := map[string][]measure{}
+	for round := range *rounds {
+		for i := range order {
+			tool := order[(i+round)%len(order)]
+			if round > 0 {
+				if _, err := prepare(ctx, tables[tool], opt); err != nil {
+					return err
+				}
+			}
+			m, err := runs[tool]()
+			if err != nil {
+				return err
+			}
+			// Check every result row for row.
+			st, err := measureTable(ctx, tables[tool])
+			if err != nil {
+				return err
+			}
+			m.rowsOK = st.rows == want.rows && st.sum == want.sum
+			m.filesAfter = st.files
+			results[tool] = append(results[tool], m)
+			if !m.rowsOK {
+				return fmt.Errorf("%s changed the rows", tool)
+			}
 		}
-		results[i].rowsOK = st.rows == wantRows && st.sum == wantSum
-		results[i].filesAfter = st.files
 	}
 
 	if *mEnv != "" {
 		fmt.Printf("maintainer environment: %s\n", *mEnv)
 	}
-	fmt.Printf("input: %d single-file appends, %d day partitions, %.1f MB of zstd Parquet, %d rows; target %s\n",
-		*appends, *parts, float64(inputBytes)/1e6, wantRows, *target)
-	fmt.Printf("%-16s %8s %8s %8s %10s %11s %s\n", "tool", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
-	for _, r := range results {
-		ok := "unchanged"
-		if !r.rowsOK {
-			ok = "CHANGED"
+	fmt.Printf("input: %d single-file appends, %d day partitions, %.1f MB of zstd Parquet, %d rows; target %s; %d rounds\n",
+		*appends, *parts, float64(want.bytes)/1e6, want.rows, *target, *rounds)
+	fmt.Printf("%-16s %5s %8s %8s %8s %10s %11s %s\n", "tool", "round", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
+	for _, tool := range order {
+		for i, r := range results[tool] {
+			fmt.Printf("%-16s %5d %8.2f %8.1f %8.2f %10.0f %11d unchanged\n", tool, i+1, r.wall.Seconds(),
+				float64(want.bytes)/1e6/r.wall.Seconds(), r.cpu.Seconds(), float64(r.maxRSS)/(1<<20), r.filesAfter)
 		}
-		fmt.Printf("%-16s %8.2f %8.1f %8.2f %10.0f %11d %s\n", r.tool, r.wall.Seconds(),
-			float64(inputBytes)/1e6/r.wall.Seconds(), r.cpu.Seconds(), float64(r.maxRSS)/(1<<20), r.filesAfter, ok)
 	}
-	if len(results) == 2 {
-		fmt.Printf("throughput ratio maintainer / CLI: %.2f\n", results[1].wall.Seconds()/results[0].wall.Seconds())
+	fmt.Println("medians:")
+	med := map[string]measure{}
+	for _, tool := range order {
+		m := median(results[tool])
+		med[tool] = m
+		fmt.Printf("%-16s %5s %8.2f %8.1f %8.2f %10.0f\n", tool, "", m.wall.Seconds(),
+			float64(want.bytes)/1e6/m.wall.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/(1<<20))
 	}
-	for _, r := range results {
-		if !r.rowsOK {
-			return fmt.Errorf("%s changed the rows", r.tool)
+	if len(order) == 2 {
+		fmt.Printf("throughput ratio maintainer / CLI (medians): %.2f; per round:", med[order[1]].wall.Seconds()/med[order[0]].wall.Seconds())
+		for i := range results[order[0]] {
+			fmt.Printf(" %.2f", results[order[1]][i].wall.Seconds()/results[order[0]][i].wall.Seconds())
 		}
+		fmt.Println()
 	}
 	return nil
 }
 
 // prepare restores table folder d from its pristine copy d.orig, or
-// generates it (keeping such a copy when keep is set, so later runs skip
-// the generation). It reports whether it generated the table.
-func prepare(ctx context.Context, d string, opt gen.Options, keep bool) (bool, error) {
+// generates it and keeps such a copy, for later rounds and runs. It reports
+// whether it generated the table.
+func prepare(ctx context.Context, d string, opt gen.Options) (bool, error) {
 	if _, err := os.Stat(d + ".orig"); err == nil {
 		if err := os.RemoveAll(d); err != nil {
 			return false, err
@@ -190,10 +214,8 @@ func prepare(ctx context.Context, d string, opt gen.Options, keep bool) (bool, e
 	if err != nil {
 		return false, err
 	}
-	if keep {
-		if out, err := exec.CommandContext(ctx, "cp", "-a", d, d+".orig").CombinedOutput(); err != nil {
-			return false, fmt.Errorf("keep a copy of %s: %w: %s", d, err, out)
-		}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", d, d+".orig").CombinedOutput(); err != nil {
+		return false, fmt.Errorf("keep a copy of %s: %w: %s", d, err, out)
 	}
 	return true, nil
 }
@@ -221,20 +243,72 @@ func measureTable(ctx context.Context, d string) (tableStats, error) {
 	return st, err
 }
 
+// median returns the run of median wall time, with the median CPU time
+// and peak memory of all runs.
+func median(ms []measure) measure {
+	mid := func(f func(measure) int64) int64 {
+		v := make([]int64, len(ms))
+		for i, m := range ms {
+			v[i] = f(m)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return measure{
+		wall:   time.Duration(mid(func(m measure) int64 { return int64(m.wall) })),
+		cpu:    time.Duration(mid(func(m measure) int64 { return int64(m.cpu) })),
+		maxRSS: mid(func(m measure) int64 { return m.maxRSS }),
+	}
+}
+
 func measureRun(ctx context.Context, name string, env []string, path string, args ...string) (measure, error) {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return measure{}, fmt.Errorf("%s: %w", name, err)
+	}
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() { peak <- watchPeakRSS(cmd.Process.Pid, done) }()
+	err := cmd.Wait()
 	wall := time.Since(start)
+	close(done)
+	hwm := <-peak
 	if err != nil {
 		return measure{}, fmt.Errorf("%s: %w\n%s", name, err, out.String())
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return measure{tool: name, wall: wall, cpu: cpu, maxRSS: ru.Maxrss * 1024}, nil
+	return measure{tool: name, wall: wall, cpu: cpu, maxRSS: hwm}, nil
+}
+
+// watchPeakRSS polls the process's peak resident set (VmHWM) until done.
+// The rusage of a child cannot serve: Go starts children with CLONE_VM, and
+// the kernel counts the parent's resident set as the child's until exec.
+func watchPeakRSS(pid int, done <-chan struct{}) int64 {
+	var peak int64
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+					var kb int64
+					if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb); err == nil {
+						peak = max(peak, kb*1024)
+					}
+				}
+			}
+		}
+		select {
+		case <-done:
+			return peak
+		case <-t.C:
+		}
+	}
 }
 
 func build(ctx context.Context, dir, out, pkg string) error {

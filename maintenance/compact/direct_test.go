@@ -1,0 +1,356 @@
+package compact
+
+import (
+	"context"
+	"maps"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
+)
+
+// pathLog records which path each group took, and why.
+type pathLog struct {
+	mu    sync.Mutex
+	paths map[string]string // partition -> path
+	whys  []string
+}
+
+func (l *pathLog) hook(g *Group, path, why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.paths == nil {
+		l.paths = map[string]string{}
+	}
+	l.paths[g.Partition] = path
+	if why != "" {
+		l.whys = append(l.whys, why)
+	}
+}
+
+func (l *pathLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Values(l.paths))
+}
+
+// setProps commits table properties.
+func setProps(t testing.TB, f *fixture, props map[string]string) {
+	t.Helper()
+	if len(props) == 0 {
+		return
+	}
+	tx := f.tbl.NewTransaction()
+	if err := tx.SetProperties(props); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := tx.Commit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tbl = tbl
+}
+
+// compactAll plans and runs a compaction and checks the rows are unchanged.
+func compactAll(t *testing.T, f *fixture, cfg Config, opts Options) *Result {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Empty() {
+		t.Fatal("nothing planned")
+	}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+		t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
+	}
+	return res
+}
+
+// The direct path must write what iceberg-go's writer writes for the same
+// group: the same rows, files in the same place, with the same partition,
+// column statistics, row groups, codecs and encodings, under each table
+// setting it handles.
+func TestDirectPathWritesWhatIcebergGoWrites(t *testing.T) {
+	cases := []struct {
+		name  string
+		props map[string]string
+		files int // output files per partition; 0: more than one
+		parts int
+	}{
+		{name: "defaults", files: 1},
+		{name: "snappy, page v1, no dictionary for two columns", files: 1, props: map[string]string{
+			table.ParquetCompressionKey:     "snappy",
+			table.ParquetPageVersionKey:     "1",
+			propDictColumnPrefix + "url":    "false",
+			propDictColumnPrefix + "device": "false",
+		}},
+		{name: "gzip level 1, no dictionaries, small pages", files: 1, props: map[string]string{
+			table.ParquetCompressionKey:      "gzip",
+			table.ParquetCompressionLevelKey: "1",
+			propDictEnabled:                  "false",
+			table.ParquetPageSizeBytesKey:    "8192",
+			table.ParquetPageRowLimitKey:     "500",
+		}},
+		{name: "rolls over at the target with small row groups", parts: 1, props: map[string]string{
+			table.ParquetRowGroupSizeBytesKey:          "150000",
+			table.ParquetRowGroupLimitKey:              "1000",
+			"write.metadata.metrics.column.event_type": "counts",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			parts := 2
+			if tc.files == 0 {
+				cfg.TargetFileSize = MinTargetFileSize
+				parts = tc.parts
+			}
+			var out [2]map[string][]iceberg.DataFile
+			for i, direct := range []bool{true, false} {
+				f := newTable(t, 24, 1500, parts)
+				setProps(t, f, tc.props)
+				before := verifyTable(t, f.tbl)
+				var log pathLog
+				compactAll(t, f, cfg, Options{noDirect: !direct, onPath: log.hook})
+				// The independent reader reads the same rows from the new files.
+				if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
+					t.Fatalf("verifier: %d rows %s after, %d rows %s before", after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+				}
+				want := "iceberg-go"
+				if direct {
+					want = "direct"
+				}
+				if got := log.all(); len(got) != parts || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
+					t.Fatalf("paths %v (why %v), want %s for all %d groups", got, log.whys, want, parts)
+				}
+				out[i] = filesByPartition(t, f)
+			}
+			direct, scan := out[0], out[1]
+			if !slices.Equal(slices.Sorted(maps.Keys(direct)), slices.Sorted(maps.Keys(scan))) {
+				t.Fatalf("partitions %v direct, %v through iceberg-go", slices.Collect(maps.Keys(direct)), slices.Collect(maps.Keys(scan)))
+			}
+			for part, dfs := range direct {
+				other := scan[part]
+				if len(dfs) != len(other) || (tc.files > 0 && len(dfs) != tc.files) || (tc.files == 0 && len(dfs) < 2) {
+					t.Fatalf("partition %s: %d files direct, %d through iceberg-go, want %d (0: several)", part, len(dfs), len(other), tc.files)
+				}
+				for j := range dfs {
+					compareDataFiles(t, dfs[j], other[j])
+				}
+			}
+		})
+	}
+}
+
+// verifyTable reads a table's current snapshot with the independent verifier.
+func verifyTable(t *testing.T, tbl *table.Table) testenv.VerifyResult {
+	t.Helper()
+	return testenv.Verify(t, strings.TrimPrefix(tbl.MetadataLocation(), "file://"))
+}
+
+// filesByPartition lists the live data files per partition.
+func filesByPartition(t *testing.T, f *fixture) map[string][]iceberg.DataFile {
+	t.Helper()
+	out := map[string][]iceberg.DataFile{}
+	tbl := f.reload(t)
+	for _, df := range liveDataFiles(t, tbl) {
+		key := partitionName(tbl.Metadata(), df.SpecID(), df.Partition())
+		out[key] = append(out[key], df)
+	}
+	for _, dfs := range out {
+		// In row order: by the smallest event id (field 1).
+		sort.Slice(dfs, func(i, j int) bool {
+			return string(dfs[i].LowerBoundValues()[1]) < string(dfs[j].LowerBoundValues()[1])
+		})
+	}
+	return out
+}
+
+func compareDataFiles(t *testing.T, a, b iceberg.DataFile) {
+	t.Helper()
+	// Same folder relative to the table: data/<partition path>.
+	rel := func(p string) string {
+		dir := path.Dir(p)
+		return dir[strings.Index(dir, "/data"):]
+	}
+	if rel(a.FilePath()) != rel(b.FilePath()) {
+		t.Errorf("written under %s, iceberg-go writes under %s", rel(a.FilePath()), rel(b.FilePath()))
+	}
+	if a.Count() != b.Count() || a.SpecID() != b.SpecID() || !maps.Equal(a.Partition(), b.Partition()) {
+		t.Errorf("%d rows spec %d partition %v; iceberg-go: %d rows spec %d partition %v",
+			a.Count(), a.SpecID(), a.Partition(), b.Count(), b.SpecID(), b.Partition())
+	}
+	if a.SortOrderID() != nil || b.SortOrderID() != nil {
+		t.Errorf("sort order ids %v %v, want none", a.SortOrderID(), b.SortOrderID())
+	}
+	for name, pair := range map[string][2]map[int]int64{
+		"value counts":      {a.ValueCounts(), b.ValueCounts()},
+		"null value counts": {a.NullValueCounts(), b.NullValueCounts()},
+		"NaN value counts":  {a.NaNValueCounts(), b.NaNValueCounts()},
+	} {
+		if !maps.Equal(pair[0], pair[1]) {
+			t.Errorf("%s %v, iceberg-go %v", name, pair[0], pair[1])
+		}
+	}
+	for name, pair := range map[string][2]map[int][]byte{
+		"lower bounds": {a.LowerBoundValues(), b.LowerBoundValues()},
+		"upper bounds": {a.UpperBoundValues(), b.UpperBoundValues()},
+	} {
+		if !maps.EqualFunc(pair[0], pair[1], func(x, y []byte) bool { return string(x) == string(y) }) {
+			t.Errorf("%s %v, iceberg-go %v", name, pair[0], pair[1])
+		}
+	}
+	if !slices.Equal(a.SplitOffsets(), b.SplitOffsets()) {
+		t.Errorf("split offsets %v, iceberg-go %v", a.SplitOffsets(), b.SplitOffsets())
+	}
+	la, lb := parquetLayout(t, a.FilePath()), parquetLayout(t, b.FilePath())
+	if !slices.Equal(la, lb) {
+		t.Errorf("parquet layout\n%v\niceberg-go writes\n%v", la, lb)
+	}
+}
+
+// parquetLayout describes a file's row groups and column chunks: rows,
+// codec, encodings, and whether the chunk has a dictionary page.
+func parquetLayout(t *testing.T, p string) []string {
+	t.Helper()
+	r, err := file.OpenParquetFile(strings.TrimPrefix(p, "file://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []string
+	for i := range r.NumRowGroups() {
+		rg := r.MetaData().RowGroup(i)
+		out = append(out, "row group rows="+itoa(rg.NumRows()))
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var encs []string
+			for _, e := range cc.Encodings() {
+				encs = append(encs, e.String())
+			}
+			slices.Sort(encs)
+			out = append(out, strings.Join([]string{cc.PathInSchema().String(), cc.Compression().String(),
+				strings.Join(encs, "+"), "dict=" + itoa(int64(boolInt(cc.HasDictionaryPage())))}, " "))
+		}
+	}
+	return out
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Groups the direct path cannot write as iceberg-go would go through
+// iceberg-go, which says why, and every row survives.
+func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		opt     gen.Options
+		prepare func(t *testing.T, f *fixture)
+		why     string
+	}{
+		{name: "format v3", opt: gen.Options{FormatVersion: 3}, why: "format version 3"},
+		{name: "sort order", why: "sort order", prepare: func(t *testing.T, f *fixture) {
+			order, err := table.NewSortOrder(1, []table.SortField{{SourceIDs: []int{1}, Transform: iceberg.IdentityTransform{},
+				Direction: table.SortASC, NullOrder: table.NullsFirst}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := f.tbl.NewTransaction()
+			if err := tx.ReplaceSortOrder(order); err != nil {
+				t.Fatal(err)
+			}
+			if f.tbl, err = tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a write property it does not know", why: "write.parquet.bloom-filter-fpp.column.url", prepare: func(t *testing.T, f *fixture) {
+			setProps(t, f, map[string]string{"write.parquet.bloom-filter-fpp.column.url": "0.05"})
+		}},
+		{name: "brotli", why: `compression codec "brotli"`, prepare: func(t *testing.T, f *fixture) {
+			setProps(t, f, map[string]string{table.ParquetCompressionKey: "brotli"})
+		}},
+		{name: "files older than a new column", why: "other columns than the current schema", prepare: func(t *testing.T, f *fixture) {
+			tx := f.tbl.NewTransaction()
+			if err := tx.UpdateSchema(true, false).AddColumn([]string{"note"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if f.tbl, err = tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.rows, f.sum = checksum(t, f.tbl)
+		}},
+		{name: "equality deletes", why: "deletes to apply", prepare: func(t *testing.T, f *fixture) {
+			sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, f.tbl.Schema().Field(0)), nil, true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := array.NewInt64Builder(memory.DefaultAllocator)
+			b.Append(gen.EventID(0, 0))
+			rec := array.NewRecordBatch(sc, []arrow.Array{b.NewArray()}, 1)
+			tx := f.tbl.NewTransaction()
+			if err := tx.CommitEqualityDeletes(ctx, []int{f.tbl.Schema().Field(0).ID},
+				func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }, nil); err != nil {
+				t.Fatal(err)
+			}
+			if f.tbl, err = tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.rows, f.sum = checksum(t, f.tbl)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opt := tc.opt
+			opt.Appends, opt.RowsPerAppend, opt.Seed = 6, 100, 7
+			cat, tbl, dir := testenv.GeneratedTable(t, opt)
+			f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+			f.rows, f.sum = checksum(t, tbl)
+			if tc.prepare != nil {
+				tc.prepare(t, f)
+			}
+			cfg := testConfig()
+			cfg.DeleteFileThreshold = 1
+			var log pathLog
+			compactAll(t, f, cfg, Options{onPath: log.hook})
+			if got := log.all(); len(got) != 1 || got[0] != "iceberg-go" {
+				t.Fatalf("paths %v, want iceberg-go", got)
+			}
+			if len(log.whys) == 0 || !strings.Contains(log.whys[0], tc.why) {
+				t.Fatalf("why %q, want it to name %q", log.whys, tc.why)
+			}
+		})
+	}
+}
