@@ -167,6 +167,9 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 			}
 			defer rr.Release()
 			for rr.Next() {
+				if ctx.Err() != nil {
+					return "", context.Cause(ctx)
+				}
 				rec := rr.RecordBatch()
 				rowsRead += rec.NumRows()
 				if n++; e.opts.dropBatch != nil && e.opts.dropBatch(n) {
@@ -260,7 +263,7 @@ func (w *directWriter) open() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	w.path, w.sink, w.counter = path, sink, &countingWriter{w: sink}
-	fw, err := pqarrow.NewFileWriter(w.d.out.arrow, w.counter, w.d.out.writer, w.d.out.arrowWriter)
+	fw, err := pqarrow.NewFileWriter(w.d.out.arrow, w.counter, parquet.NewWriterProperties(w.d.out.writer...), w.d.out.arrowWriter)
 	if err != nil {
 		w.abort()
 		return fmt.Errorf("start %s: %w", path, err)

@@ -39,7 +39,7 @@ var positiveIntProps = map[string]int64{
 type parquetOutput struct {
 	arrow         *arrow.Schema // the table schema as the files hold it
 	parquet       *schema.Schema
-	writer        *parquet.WriterProperties
+	writer        []parquet.WriterProperty // built anew for each file, as iceberg-go does
 	arrowWriter   pqarrow.ArrowWriterProperties
 	rowGroupBytes int64
 }
@@ -141,7 +141,7 @@ func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.A
 		wp = append(wp, parquet.WithDictionaryCostFallbackFor(psc.Column(i).Path(), true))
 	}
 	return &parquetOutput{
-		arrow: asc, parquet: psc, writer: parquet.NewWriterProperties(wp...), arrowWriter: arrowProps,
+		arrow: asc, parquet: psc, writer: wp, arrowWriter: arrowProps,
 		rowGroupBytes: ints[table.ParquetRowGroupSizeBytesKey],
 	}, ""
 }
