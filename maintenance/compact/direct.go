@@ -85,29 +85,24 @@ func (d *directTable) groupReason(g *Group) string {
 	return ""
 }
 
-// schemaReason opens every input's footer and says why one of them does not
-// hold the table's current columns exactly as the output will, or "".
-func (d *directTable) schemaReason(ctx context.Context, fs iceio.IO, g *Group) (string, error) {
-	for _, t := range g.tasks {
-		if err := ctx.Err(); err != nil {
-			return "", context.Cause(ctx)
-		}
-		why, err := d.withReader(fs, t.File.FilePath(), func(fr *pqarrow.FileReader) (string, error) {
-			if !sameParquetSchema(fr.ParquetReader().MetaData().Schema, d.out.parquet) {
-				return "file " + t.File.FilePath() + " has other columns than the current schema", nil
-			}
-			asc, err := fr.Schema()
-			if err != nil {
-				return "", err
-			}
-			if !sameArrowTypes(asc, d.out.arrow) {
-				return "file " + t.File.FilePath() + " reads as other Arrow types", nil
-			}
-			return "", nil
-		})
-		if err != nil || why != "" {
-			return why, err
-		}
+// errOtherColumns: an input file does not hold the table's current columns
+// exactly as the output will; the group goes through iceberg-go instead.
+type errOtherColumns struct{ why string }
+
+func (e *errOtherColumns) Error() string { return e.why }
+
+// schemaReason says why a file read by fr does not hold the table's current
+// columns exactly as the output will, or "".
+func (d *directTable) schemaReason(path string, fr *pqarrow.FileReader) (string, error) {
+	if !sameParquetSchema(fr.ParquetReader().MetaData().Schema, d.out.parquet) {
+		return "file " + path + " has other columns than the current schema", nil
+	}
+	asc, err := fr.Schema()
+	if err != nil {
+		return "", err
+	}
+	if !sameArrowTypes(asc, d.out.arrow) {
+		return "file " + path + " reads as other Arrow types", nil
 	}
 	return "", nil
 }
@@ -155,11 +150,24 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 		files = w.files
 	}()
 	n := 0
-	for _, t := range g.tasks {
+	for i, t := range g.tasks {
 		if err := ctx.Err(); err != nil {
 			return nil, rowsRead, context.Cause(ctx)
 		}
 		_, err := d.withReader(e.fs, t.File.FilePath(), func(fr *pqarrow.FileReader) (string, error) {
+			// Checked as each file is opened, not in a pass of its own, so
+			// that no footer is read twice; a mismatch is rare (a schema
+			// change) and typically shows at the first file of a group.
+			why, err := d.schemaReason(t.File.FilePath(), fr)
+			if err != nil {
+				return "", err
+			}
+			if e.opts.otherColumns != nil && e.opts.otherColumns(i) {
+				why = "file " + t.File.FilePath() + " has other columns (test)"
+			}
+			if why != "" {
+				return "", &errOtherColumns{why: why}
+			}
 			fr.Props.BatchSize = int64(e.opts.ArrowBatchRows)
 			rr, err := fr.GetRecordReader(ctx, nil, nil)
 			if err != nil {
@@ -189,6 +197,9 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 			}
 			return "", ctx.Err()
 		})
+		if other := (*errOtherColumns)(nil); errors.As(err, &other) {
+			return nil, rowsRead, err
+		}
 		if err != nil {
 			return nil, rowsRead, fmt.Errorf("rewrite %s: %w", t.File.FilePath(), err)
 		}

@@ -354,3 +354,43 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 		})
 	}
 }
+
+// A file found holding other columns after the direct path has written
+// part of a group sends the group through iceberg-go, and what the direct
+// path wrote is deleted: no stray file is left behind.
+func TestDirectPathStartsOverThroughIcebergGoWithoutStrayFiles(t *testing.T) {
+	f := newTable(t, 16, 1500, 1)
+	setProps(t, f, map[string]string{table.ParquetRowGroupSizeBytesKey: "150000"})
+	before := parquetFiles(t, f.dir)
+	cfg := testConfig() // one group of all 16 files
+	var log pathLog
+	var written []string
+	opts := Options{onPath: log.hook, otherColumns: func(i int) bool {
+		if i == 12 {
+			// By now the direct path has flushed row groups of its file.
+			for p := range parquetFiles(t, f.dir) {
+				if !before[p] {
+					written = append(written, p)
+				}
+			}
+			return true
+		}
+		return false
+	}}
+	compactAll(t, f, cfg, opts)
+	if got := log.all(); len(got) != 1 || got[0] != "iceberg-go" || !strings.Contains(strings.Join(log.whys, ";"), "(test)") {
+		t.Fatalf("paths %v why %v, want iceberg-go after the direct path gave up", got, log.whys)
+	}
+	if len(written) != 1 {
+		t.Fatalf("the direct path had written %d files when it gave up, want its open one", len(written))
+	}
+	live := map[string]bool{}
+	for _, df := range liveDataFiles(t, f.reload(t)) {
+		live[strings.TrimPrefix(df.FilePath(), "file://")] = true
+	}
+	for p := range parquetFiles(t, f.dir) {
+		if !before[p] && !live[p] {
+			t.Errorf("stray file %s", p)
+		}
+	}
+}

@@ -63,6 +63,9 @@ type Options struct {
 	// path each group took and why.
 	noDirect bool
 	onPath   func(g *Group, path, why string)
+	// otherColumns makes the direct path find the i-th file of a group
+	// holding other columns than the table's.
+	otherColumns func(i int) bool
 }
 
 // Result is what a compaction run did.
@@ -227,14 +230,16 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 	path, why := "iceberg-go", e.directReason
 	if e.direct != nil {
 		if why = e.direct.groupReason(g); why == "" {
-			why, out.err = e.direct.schemaReason(ctx, e.fs, g)
-		}
-		if out.err == nil && why == "" {
 			path = "direct"
 			out.files, out.rowsRead, out.err = e.rewriteDirect(ctx, e.direct, g)
+			if other := (*errOtherColumns)(nil); errors.As(out.err, &other) {
+				// Start over through iceberg-go, without what was written.
+				e.removeFiles(out.files)
+				path, why, out = "iceberg-go", other.why, groupOutput{g: g}
+			}
 		}
 	}
-	if out.err == nil && path != "direct" {
+	if path != "direct" {
 		out.files, out.rowsRead, out.err = e.rewriteScan(ctx, tbl, g)
 	}
 	e.log.Debug("group read and written", "partition", g.Partition, "path", path, "why", why)
