@@ -15,7 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -311,6 +313,25 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 			}
 			f.rows, f.sum = checksum(t, f.tbl)
 		}},
+		// Same name, new field id: the old values must not come back.
+		{name: "a column dropped and added again", why: "other columns than the current schema", prepare: func(t *testing.T, f *fixture) {
+			for _, step := range []func(*table.UpdateSchema) *table.UpdateSchema{
+				func(u *table.UpdateSchema) *table.UpdateSchema { return u.DeleteColumn([]string{"url"}) },
+				func(u *table.UpdateSchema) *table.UpdateSchema {
+					return u.AddColumn([]string{"url"}, iceberg.PrimitiveTypes.String, "", false, nil)
+				},
+			} {
+				tx := f.tbl.NewTransaction()
+				if err := step(tx.UpdateSchema(true, false)).Commit(); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				if f.tbl, err = tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.rows, f.sum = checksum(t, f.tbl)
+		}},
 		{name: "equality deletes", why: "deletes to apply", prepare: func(t *testing.T, f *fixture) {
 			sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, f.tbl.Schema().Field(0)), nil, true, false)
 			if err != nil {
@@ -391,6 +412,91 @@ func TestDirectPathStartsOverThroughIcebergGoWithoutStrayFiles(t *testing.T) {
 	for p := range parquetFiles(t, f.dir) {
 		if !before[p] && !live[p] {
 			t.Errorf("stray file %s", p)
+		}
+	}
+}
+
+// Files written by Spark and PyIceberg carry other Parquet annotations than
+// iceberg-go's (an int column without an Int(32) annotation, for one) but
+// decode to the same values: the direct path takes them and writes what
+// iceberg-go writes from them, and the independent reader agrees.
+func TestDirectPathOnForeignFilesWritesWhatIcebergGoWrites(t *testing.T) {
+	for _, name := range []string{"spark_v1_partitioned_20files", "spark_v1_unpartitioned_20files", "pyiceberg_v2_appends"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.MinInputFiles = 2
+			var out [2]map[string][]iceberg.DataFile
+			for i, direct := range []bool{true, false} {
+				cat, tbl, dir := testenv.FixtureTable(t, name)
+				f := &fixture{cat: cat, tbl: tbl, dir: dir}
+				f.rows, f.sum = checksum(t, tbl)
+				before := testenv.Verify(t, dir)
+				var log pathLog
+				compactAll(t, f, cfg, Options{noDirect: !direct, onPath: log.hook})
+				want := map[bool]string{true: "direct", false: "iceberg-go"}[direct]
+				if got := log.all(); len(got) == 0 || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
+					t.Fatalf("paths %v (why %v), want %s for every group", got, log.whys, want)
+				}
+				if after := testenv.Verify(t, dir); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
+					t.Fatalf("verifier: %d rows %s after, %d rows %s before", after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+				}
+				out[i] = filesByPartition(t, f)
+			}
+			if len(out[0]) == 0 || len(out[0]) != len(out[1]) {
+				t.Fatalf("%d partitions direct, %d through iceberg-go", len(out[0]), len(out[1]))
+			}
+			for part, dfs := range out[0] {
+				other := out[1][part]
+				if len(dfs) != 1 || len(other) != 1 {
+					t.Fatalf("partition %s: %d files direct, %d through iceberg-go, want 1", part, len(dfs), len(other))
+				}
+				compareDataFiles(t, dfs[0], other[0])
+			}
+		})
+	}
+}
+
+func TestSameParquetSchema(t *testing.T) {
+	must := func(n schema.Node, err error) schema.Node {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	plainInt := func(id int32) schema.Node {
+		return must(schema.NewPrimitiveNode("id", parquet.Repetitions.Optional, parquet.Types.Int32, id, -1))
+	}
+	annotatedInt := must(schema.NewPrimitiveNodeLogical("id", parquet.Repetitions.Optional, schema.NewIntLogicalType(32, true), parquet.Types.Int32, -1, 1))
+	str := func(name string, rep parquet.Repetition, id int32) schema.Node {
+		return must(schema.NewPrimitiveNodeLogical(name, rep, schema.StringLogicalType{}, parquet.Types.ByteArray, -1, id))
+	}
+	sc := func(root string, fields ...schema.Node) *schema.Schema {
+		g, err := schema.NewGroupNode(root, parquet.Repetitions.Required, fields, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return schema.NewSchema(g)
+	}
+	out := sc("schema", annotatedInt, str("name", parquet.Repetitions.Required, 2))
+	cases := []struct {
+		name string
+		file *schema.Schema
+		same bool
+	}{
+		{"identical", sc("schema", annotatedInt, str("name", parquet.Repetitions.Required, 2)), true},
+		{"Spark's root name and an int without annotation", sc("spark_schema", plainInt(1), str("name", parquet.Repetitions.Required, 2)), true},
+		{"another field id", sc("schema", plainInt(1), str("name", parquet.Repetitions.Required, 3)), false},
+		{"another name", sc("schema", plainInt(1), str("title", parquet.Repetitions.Required, 2)), false},
+		{"optional for required", sc("schema", plainInt(1), str("name", parquet.Repetitions.Optional, 2)), false},
+		{"a column fewer", sc("schema", plainInt(1)), false},
+		{"a group for a primitive", sc("schema", plainInt(1), must(schema.NewGroupNode("name", parquet.Repetitions.Required,
+			schema.FieldList{str("x", parquet.Repetitions.Required, 5)}, 2))), false},
+	}
+	for _, tc := range cases {
+		if got := sameParquetSchema(tc.file, out); got != tc.same {
+			t.Errorf("%s: same %v, want %v", tc.name, got, tc.same)
 		}
 	}
 }
