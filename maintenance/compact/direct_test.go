@@ -500,3 +500,55 @@ func TestSameParquetSchema(t *testing.T) {
 		}
 	}
 }
+
+// Bucket and truncate values cannot be read off column bounds: the direct
+// path takes them from the group and writes them where iceberg-go does.
+func TestDirectPathBucketAndTruncatePartitions(t *testing.T) {
+	ctx := context.Background()
+	var out [2]map[string][]iceberg.DataFile
+	for i, direct := range []bool{true, false} {
+		f := newTable(t, 3, 200, 0) // three files: too few to compact
+		rows, err := f.tbl.Scan().ToArrowTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Release()
+		tx := f.tbl.NewTransaction()
+		if err := tx.UpdateSpec(true).AddField("user_id", iceberg.BucketTransform{NumBuckets: 3}, "user_bucket").
+			AddField("event_type", iceberg.TruncateTransform{Width: 1}, "event_type_trunc").Commit(); err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := tx.Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Six appends of the same rows: six files in every partition.
+		for range 6 {
+			tx := tbl.NewTransaction()
+			if err := tx.AppendTable(ctx, rows, 1<<20, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tbl, err = tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.tbl = tbl
+		f.rows, f.sum = checksum(t, f.tbl)
+		var log pathLog
+		compactAll(t, f, testConfig(), Options{noDirect: !direct, onPath: log.hook})
+		want := map[bool]string{true: "direct", false: "iceberg-go"}[direct]
+		if got := log.all(); len(got) < 3 || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
+			t.Fatalf("paths %v (why %v), want %s for the groups of every bucket", got, log.whys, want)
+		}
+		out[i] = filesByPartition(t, f)
+	}
+	for part, dfs := range out[0] {
+		other := out[1][part]
+		if len(dfs) != len(other) {
+			t.Fatalf("partition %s: %d files direct, %d through iceberg-go", part, len(dfs), len(other))
+		}
+		for j := range dfs {
+			compareDataFiles(t, dfs[j], other[j])
+		}
+	}
+}
