@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -448,22 +447,8 @@ func TestConcurrentEqualityDeleteStaysApplied(t *testing.T) {
 		if attempt > 0 {
 			return nil
 		}
-		tbl := f.reload(t)
-		sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, tbl.Schema().Field(0)), nil, true, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := array.NewInt64Builder(memory.DefaultAllocator)
-		b.Append(gen.EventID(0, 0)) // a row of the first append
-		rec := array.NewRecordBatch(sc, []arrow.Array{b.NewArray()}, 1)
-		txn := tbl.NewTransaction()
-		recs := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-		if err := txn.CommitEqualityDeletes(ctx, []int{tbl.Schema().Field(0).ID}, recs, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := txn.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		f.tbl = f.reload(t)
+		deleteEventIDs(t, f, gen.EventID(0, 0)) // a row of the first append
 		afterDelete, _ = checksum(t, f.reload(t))
 		return nil
 	}}
@@ -625,5 +610,44 @@ func TestUnknownCommitOutcomeKeepsWrittenFiles(t *testing.T) {
 				t.Fatal("a snapshot was committed")
 			}
 		})
+	}
+}
+
+// An equality delete committed before the plan, whose every target file is
+// rewritten, is dead once the rewrite lands (the new files keep the planned
+// sequence number): the commit drops it and the deleted row stays deleted.
+func TestDeadEqualityDeleteIsDropped(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 6, 50, 0)
+	deleteEventIDs(t, f, gen.EventID(0, 0))
+	f.rows, f.sum = checksum(t, f.tbl)
+	cfg := testConfig()
+	cfg.DeleteFileThreshold = 1
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.DeadDeletes) != 1 {
+		t.Fatalf("plan finds %d dead deletes, want the one equality delete", len(plan.DeadDeletes))
+	}
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DeleteFilesDropped != 1 {
+		t.Fatalf("dropped %d delete files, want 1", res.DeleteFilesDropped)
+	}
+	tbl := f.reload(t)
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		if len(task.EqualityDeleteFiles) > 0 {
+			t.Fatalf("%s still has equality deletes after the rewrite", task.File.FilePath())
+		}
+	}
+	if rows, sum := checksum(t, tbl); rows != f.rows || sum != f.sum {
+		t.Fatalf("rows %d sum %x after, %d %x before: the deleted row came back or a row was lost", rows, sum, f.rows, f.sum)
 	}
 }

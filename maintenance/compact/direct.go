@@ -107,20 +107,21 @@ func (d *directTable) schemaReason(path string, fr *pqarrow.FileReader) (string,
 	return "", nil
 }
 
-func (d *directTable) withReader(fs iceio.IO, path string, fn func(*pqarrow.FileReader) (string, error)) (string, error) {
+// open opens one input file for reading batches of batchRows rows.
+func (d *directTable) open(fs iceio.IO, path string, batchRows int, fn func(*pqarrow.FileReader) error) error {
 	f, err := fs.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer f.Close()
 	pf, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(d.mem)))
 	if err != nil {
-		return "", fmt.Errorf("read footer of %s: %w", path, err)
+		return fmt.Errorf("read footer of %s: %w", path, err)
 	}
 	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1}, d.mem)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows)}, d.mem)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	return fn(fr)
 }
@@ -154,29 +155,28 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 		if err := ctx.Err(); err != nil {
 			return nil, rowsRead, context.Cause(ctx)
 		}
-		_, err := d.withReader(e.fs, t.File.FilePath(), func(fr *pqarrow.FileReader) (string, error) {
+		err := d.open(e.fs, t.File.FilePath(), e.opts.ArrowBatchRows, func(fr *pqarrow.FileReader) error {
 			// Checked as each file is opened, not in a pass of its own, so
 			// that no footer is read twice; a mismatch is rare (a schema
 			// change) and typically shows at the first file of a group.
 			why, err := d.schemaReason(t.File.FilePath(), fr)
 			if err != nil {
-				return "", err
+				return err
 			}
 			if e.opts.otherColumns != nil && e.opts.otherColumns(i) {
 				why = "file " + t.File.FilePath() + " has other columns (test)"
 			}
 			if why != "" {
-				return "", &errOtherColumns{why: why}
+				return &errOtherColumns{why: why}
 			}
-			fr.Props.BatchSize = int64(e.opts.ArrowBatchRows)
 			rr, err := fr.GetRecordReader(ctx, nil, nil)
 			if err != nil {
-				return "", err
+				return err
 			}
 			defer rr.Release()
 			for rr.Next() {
 				if ctx.Err() != nil {
-					return "", context.Cause(ctx)
+					return context.Cause(ctx)
 				}
 				rec := rr.RecordBatch()
 				rowsRead += rec.NumRows()
@@ -189,13 +189,13 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 				err := w.write(out)
 				out.Release()
 				if err != nil {
-					return "", err
+					return err
 				}
 			}
 			if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
-				return "", err
+				return err
 			}
-			return "", ctx.Err()
+			return ctx.Err()
 		})
 		if other := (*errOtherColumns)(nil); errors.As(err, &other) {
 			return nil, rowsRead, err

@@ -2,11 +2,11 @@ package compact
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,17 +28,14 @@ import (
 // pathLog records which path each group took, and why.
 type pathLog struct {
 	mu    sync.Mutex
-	paths map[string]string // partition -> path
+	paths []string // one per group
 	whys  []string
 }
 
-func (l *pathLog) hook(g *Group, path, why string) {
+func (l *pathLog) hook(_ *Group, path, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.paths == nil {
-		l.paths = map[string]string{}
-	}
-	l.paths[g.Partition] = path
+	l.paths = append(l.paths, path)
 	if why != "" {
 		l.whys = append(l.whys, why)
 	}
@@ -47,17 +44,14 @@ func (l *pathLog) hook(g *Group, path, why string) {
 func (l *pathLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Sorted(maps.Values(l.paths))
+	return slices.Clone(l.paths)
 }
 
-// setProps commits table properties.
-func setProps(t testing.TB, f *fixture, props map[string]string) {
+// update commits one change to the fixture's table.
+func update(t testing.TB, f *fixture, change func(*table.Transaction) error) {
 	t.Helper()
-	if len(props) == 0 {
-		return
-	}
 	tx := f.tbl.NewTransaction()
-	if err := tx.SetProperties(props); err != nil {
+	if err := change(tx); err != nil {
 		t.Fatal(err)
 	}
 	tbl, err := tx.Commit(context.Background())
@@ -65,6 +59,30 @@ func setProps(t testing.TB, f *fixture, props map[string]string) {
 		t.Fatal(err)
 	}
 	f.tbl = tbl
+}
+
+// deleteEventIDs commits an equality delete of the given event ids.
+func deleteEventIDs(t testing.TB, f *fixture, ids ...int64) {
+	t.Helper()
+	sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, f.tbl.Schema().Field(0)), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues(ids, nil)
+	rec := array.NewRecordBatch(sc, []arrow.Array{b.NewArray()}, int64(len(ids)))
+	update(t, f, func(tx *table.Transaction) error {
+		return tx.CommitEqualityDeletes(context.Background(), []int{f.tbl.Schema().Field(0).ID},
+			func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }, nil)
+	})
+}
+
+// setProps commits table properties.
+func setProps(t testing.TB, f *fixture, props map[string]string) {
+	t.Helper()
+	if len(props) > 0 {
+		update(t, f, func(tx *table.Transaction) error { return tx.SetProperties(props) })
+	}
 }
 
 // compactAll plans and runs a compaction and checks the rows are unchanged.
@@ -143,7 +161,7 @@ func TestDirectPathWritesWhatIcebergGoWrites(t *testing.T) {
 				if direct {
 					want = "direct"
 				}
-				if got := log.all(); len(got) != parts || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
+				if got := log.all(); len(got) < parts || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
 					t.Fatalf("paths %v (why %v), want %s for all %d groups", got, log.whys, want, parts)
 				}
 				out[i] = filesByPartition(t, f)
@@ -244,7 +262,7 @@ func parquetLayout(t *testing.T, p string) []string {
 	var out []string
 	for i := range r.NumRowGroups() {
 		rg := r.MetaData().RowGroup(i)
-		out = append(out, "row group rows="+itoa(rg.NumRows()))
+		out = append(out, fmt.Sprintf("row group rows=%d", rg.NumRows()))
 		for c := range rg.NumColumns() {
 			cc, err := rg.ColumnChunk(c)
 			if err != nil {
@@ -255,26 +273,16 @@ func parquetLayout(t *testing.T, p string) []string {
 				encs = append(encs, e.String())
 			}
 			slices.Sort(encs)
-			out = append(out, strings.Join([]string{cc.PathInSchema().String(), cc.Compression().String(),
-				strings.Join(encs, "+"), "dict=" + itoa(int64(boolInt(cc.HasDictionaryPage())))}, " "))
+			out = append(out, fmt.Sprintf("%s %s %s dict=%t", cc.PathInSchema(), cc.Compression(),
+				strings.Join(encs, "+"), cc.HasDictionaryPage()))
 		}
 	}
 	return out
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // Groups the direct path cannot write as iceberg-go would go through
 // iceberg-go, which says why, and every row survives.
 func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
-	ctx := context.Background()
 	cases := []struct {
 		name    string
 		opt     gen.Options
@@ -288,13 +296,7 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tx := f.tbl.NewTransaction()
-			if err := tx.ReplaceSortOrder(order); err != nil {
-				t.Fatal(err)
-			}
-			if f.tbl, err = tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			update(t, f, func(tx *table.Transaction) error { return tx.ReplaceSortOrder(order) })
 		}},
 		{name: "a write property it does not know", why: "write.parquet.bloom-filter-fpp.column.url", prepare: func(t *testing.T, f *fixture) {
 			setProps(t, f, map[string]string{"write.parquet.bloom-filter-fpp.column.url": "0.05"})
@@ -303,51 +305,23 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 			setProps(t, f, map[string]string{table.ParquetCompressionKey: "brotli"})
 		}},
 		{name: "files older than a new column", why: "other columns than the current schema", prepare: func(t *testing.T, f *fixture) {
-			tx := f.tbl.NewTransaction()
-			if err := tx.UpdateSchema(true, false).AddColumn([]string{"note"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if f.tbl, err = tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			update(t, f, func(tx *table.Transaction) error {
+				return tx.UpdateSchema(true, false).AddColumn([]string{"note"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit()
+			})
 			f.rows, f.sum = checksum(t, f.tbl)
 		}},
 		// Same name, new field id: the old values must not come back.
 		{name: "a column dropped and added again", why: "other columns than the current schema", prepare: func(t *testing.T, f *fixture) {
-			for _, step := range []func(*table.UpdateSchema) *table.UpdateSchema{
-				func(u *table.UpdateSchema) *table.UpdateSchema { return u.DeleteColumn([]string{"url"}) },
-				func(u *table.UpdateSchema) *table.UpdateSchema {
-					return u.AddColumn([]string{"url"}, iceberg.PrimitiveTypes.String, "", false, nil)
-				},
-			} {
-				tx := f.tbl.NewTransaction()
-				if err := step(tx.UpdateSchema(true, false)).Commit(); err != nil {
-					t.Fatal(err)
-				}
-				var err error
-				if f.tbl, err = tx.Commit(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
+			update(t, f, func(tx *table.Transaction) error {
+				return tx.UpdateSchema(true, false).DeleteColumn([]string{"url"}).Commit()
+			})
+			update(t, f, func(tx *table.Transaction) error {
+				return tx.UpdateSchema(true, false).AddColumn([]string{"url"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit()
+			})
 			f.rows, f.sum = checksum(t, f.tbl)
 		}},
 		{name: "equality deletes", why: "deletes to apply", prepare: func(t *testing.T, f *fixture) {
-			sc, err := table.SchemaToArrowSchema(iceberg.NewSchema(0, f.tbl.Schema().Field(0)), nil, true, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := array.NewInt64Builder(memory.DefaultAllocator)
-			b.Append(gen.EventID(0, 0))
-			rec := array.NewRecordBatch(sc, []arrow.Array{b.NewArray()}, 1)
-			tx := f.tbl.NewTransaction()
-			if err := tx.CommitEqualityDeletes(ctx, []int{f.tbl.Schema().Field(0).ID},
-				func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }, nil); err != nil {
-				t.Fatal(err)
-			}
-			if f.tbl, err = tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			deleteEventIDs(t, f, gen.EventID(0, 0))
 			f.rows, f.sum = checksum(t, f.tbl)
 		}},
 	}
@@ -513,26 +487,14 @@ func TestDirectPathBucketAndTruncatePartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rows.Release()
-		tx := f.tbl.NewTransaction()
-		if err := tx.UpdateSpec(true).AddField("user_id", iceberg.BucketTransform{NumBuckets: 3}, "user_bucket").
-			AddField("event_type", iceberg.TruncateTransform{Width: 1}, "event_type_trunc").Commit(); err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := tx.Commit(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		update(t, f, func(tx *table.Transaction) error {
+			return tx.UpdateSpec(true).AddField("user_id", iceberg.BucketTransform{NumBuckets: 3}, "user_bucket").
+				AddField("event_type", iceberg.TruncateTransform{Width: 1}, "event_type_trunc").Commit()
+		})
 		// Six appends of the same rows: six files in every partition.
 		for range 6 {
-			tx := tbl.NewTransaction()
-			if err := tx.AppendTable(ctx, rows, 1<<20, nil); err != nil {
-				t.Fatal(err)
-			}
-			if tbl, err = tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			update(t, f, func(tx *table.Transaction) error { return tx.AppendTable(ctx, rows, 1<<20, nil) })
 		}
-		f.tbl = tbl
 		f.rows, f.sum = checksum(t, f.tbl)
 		var log pathLog
 		compactAll(t, f, testConfig(), Options{noDirect: !direct, onPath: log.hook})
