@@ -438,10 +438,20 @@ func testLeaseRelease(t *testing.T, l lock.Locker, key string) {
 		})
 	}
 	wg.Wait()
-	// Released for real. (Release waits for the extender to exit, so no
-	// late extension can reach the new holder.)
+	// Released for real. A late Release by the old lease must not free the
+	// new holder's lock (Release also waits for the extender to exit, so no
+	// late extension reaches it either).
 	h := mustLock(t, l, key, longTTL)
-	_ = h.Release(ctxFor(t))
+	if err := le.Release(ctxFor(t)); err != nil {
+		t.Errorf("late Release of the old lease: %v", err)
+	}
+	if err := h.Extend(ctxFor(t)); err != nil {
+		t.Errorf("new holder's Extend after the old lease's late Release: %v", err)
+	}
+	wantBusy(t, l, key)
+	if err := h.Release(ctxFor(t)); err != nil {
+		t.Errorf("new holder's Release: %v", err)
+	}
 }
 
 func testLeaseParentCancelled(t *testing.T, l lock.Locker, key string) {
