@@ -206,18 +206,20 @@ func TestRedisTLSAndUser(t *testing.T) {
 	}
 	writeFile(t, dir, "ca.pem", string(caPEM))
 	writeFile(t, dir, "not-a-cert.pem", "hello\n")
+	writeFile(t, dir, "redis-password", "s3cret\n")
 	c, err := Parse(filepath.Join(dir, "maintainer.yaml"), []byte(minimal+`lock:
   backend: redis
   redis:
     addrs: ["redis:6380"]
     username: maintainer
+    password_file: redis-password
     tls: {enabled: true, ca_file: ca.pem, server_name: redis.internal}
 `), mapEnv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := c.Lock.Redis
-	if r.Username != "maintainer" || !r.TLS.Enabled || r.TLS.ServerName != "redis.internal" || r.TLS.RootCAs == nil {
+	if r.Username != "maintainer" || r.Password != "s3cret" || !r.TLS.Enabled || r.TLS.ServerName != "redis.internal" || r.TLS.RootCAs == nil {
 		t.Errorf("redis: %+v", r)
 	}
 	dirPath := filepath.Join(dir, "maintainer.yaml")
@@ -225,6 +227,7 @@ func TestRedisTLSAndUser(t *testing.T) {
   backend: redis
   redis:
     addrs: ["redis:6380"]
+    username: maintainer
     tls: {ca_file: not-a-cert.pem, insecure_skip_verify: true}
 `), mapEnv(nil))
 	var ve *ValidationError
@@ -238,6 +241,7 @@ func TestRedisTLSAndUser(t *testing.T) {
 	want := []string{
 		"lock.redis.tls.enabled: must be true when other tls settings are given",
 		`lock.redis.tls.ca_file: "not-a-cert.pem" holds no PEM certificate`,
+		"lock.redis.username: needs lock.redis.password_file: Redis ACL users authenticate with a password",
 	}
 	slices.Sort(got)
 	slices.Sort(want)

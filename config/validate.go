@@ -180,6 +180,11 @@ func (v *validator) lock(l *LockConfig) {
 	if set("lock.redis.password_file") && v.checkable("lock.redis.password_file") {
 		r.Password = v.readSecret("lock.redis.password_file", r.PasswordFile)
 	}
+	// go-redis authenticates only with a password: a user alone would
+	// silently connect as the default user.
+	if set("lock.redis.username") && !set("lock.redis.password_file") && v.checkable("lock.redis.username") {
+		v.problem("lock.redis.username", "needs lock.redis.password_file: Redis ACL users authenticate with a password")
+	}
 	t := &r.TLS
 	if !t.Enabled && (t.CAFile != "" || t.ServerName != "" || t.InsecureSkipVerify) && v.checkable("lock.redis.tls") {
 		v.problem("lock.redis.tls.enabled", "must be true when other tls settings are given")
