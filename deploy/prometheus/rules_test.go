@@ -601,8 +601,7 @@ var (
 func exportedFamilies(t *testing.T) map[string]family {
 	t.Helper()
 	rec := &recorder{Registerer: prometheus.NewRegistry()}
-	maintenance.NewMetrics(rec, metrics.NewTables(true, 10))
-	metrics.TriggerRequests(rec)
+	maintenance.NewMetrics(rec, metrics.NewTables(true, 10)) // registers trigger_requests too
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	if _, err := server.New(cfg, server.Deps{Queue: stubQueue{}, Registerer: rec}); err != nil {

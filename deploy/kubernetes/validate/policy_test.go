@@ -640,9 +640,6 @@ func checkCronJob(o *object, cj *batchv1.CronJob, r *result) {
 	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds <= 0 {
 		r.problem("%s: activeDeadlineSeconds must be set", o.source)
 	}
-	if js.BackoffLimit == nil {
-		r.problem("%s: backoffLimit must be set", o.source)
-	}
 	var name string
 	for _, c := range js.Template.Spec.Containers {
 		if isMaintainer(&c) {
@@ -701,11 +698,7 @@ func checkJob(o *object, js *batchv1.JobSpec, r *result) {
 		if !sidecar {
 			r.problem("%s: the maintainer must run as a native sidecar: an initContainer with restartPolicy: Always", o.source)
 		}
-		for _, c := range spec.Containers {
-			if isMaintainer(&c) && len(c.Args) > 0 && c.Args[0] == "serve" {
-				r.problem("%s: serve as a regular container never ends, so the Job never completes", o.source)
-			}
-		}
+		// serve as a regular container of a Job is reported by checkMaintainer.
 	}
 	pfp := js.PodFailurePolicy
 	if pfp == nil {
