@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
@@ -233,10 +234,14 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 		if _, set := props["init_catalog_tables"]; !set {
 			props["init_catalog_tables"] = "false"
 		}
-		if path, ok := sqliteFile(props); ok {
-			if _, err := os.Stat(path); err != nil {
-				return nil, fmt.Errorf("open sql catalog %q: SQLite database %s: %w (pass --config FILE, or run `maintainer demo` to build one)", c.Name, path, err)
+		if props["sql.dialect"] == "sqlite" {
+			path, ok := sqliteuri.File(props["uri"])
+			if ok {
+				if _, err := os.Stat(path); err != nil {
+					return nil, fmt.Errorf("open sql catalog %q: SQLite database %s: %w (pass --config FILE, or run `maintainer demo` to build one)", c.Name, path, err)
+				}
 			}
+			props["uri"] = sqliteuri.WithBusyTimeout(props["uri"], props["sql.driver"], sqliteuri.BusyTimeout)
 		}
 	}
 	cat, err := catalog.Load(ctx, c.Name, props)
@@ -244,23 +249,6 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 		return nil, fmt.Errorf("open %s catalog %q: %w", c.Type, c.Name, err)
 	}
 	return cat, nil
-}
-
-// sqliteFile is the database file of a SQLite catalog URI such as
-// file:/data/catalog.db?_pragma=... or a plain path.
-func sqliteFile(props iceberg.Properties) (string, bool) {
-	if props["sql.dialect"] != "sqlite" {
-		return "", false
-	}
-	uri := strings.TrimPrefix(props["uri"], "sql://")
-	if i := strings.IndexByte(uri, '?'); i >= 0 {
-		uri = uri[:i]
-	}
-	uri = strings.TrimPrefix(strings.TrimPrefix(uri, "file://"), "file:")
-	if uri == "" || uri == ":memory:" {
-		return "", false
-	}
-	return uri, true
 }
 
 // tables lists the selected tables; a listing failure means the catalog is

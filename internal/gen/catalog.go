@@ -18,6 +18,8 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 // OpenSQLiteCatalog creates (or opens) an iceberg-go SQL catalog named name,
@@ -49,7 +51,7 @@ func OpenSQLiteCatalog(ctx context.Context, name, dbPath, whDir string) (*sqlcat
 
 	cat, err := catalog.Load(ctx, name, map[string]string{
 		"type":                "sql",
-		"uri":                 sqliteDSN(absDB),
+		"uri":                 sqliteuri.DSN(absDB),
 		sqlcat.DriverKey:      sqliteshim.ShimName,
 		sqlcat.DialectKey:     string(sqlcat.SQLite),
 		"warehouse":           FileURI(absWH),
@@ -74,15 +76,4 @@ func OpenSQLiteCatalog(ctx context.Context, name, dbPath, whDir string) (*sqlcat
 // table and data file locations of the generated tables.
 func FileURI(absPath string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(absPath)}).String()
-}
-
-// sqliteDSN builds a DSN for whichever driver sqliteshim selected.
-func sqliteDSN(path string) string {
-	u := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
-	switch sqliteshim.DriverName() {
-	case "sqlite3": // github.com/mattn/go-sqlite3
-		return u + "?_busy_timeout=30000&_journal_mode=WAL&_txlock=immediate"
-	default: // modernc.org/sqlite
-		return u + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_txlock=immediate"
-	}
 }
