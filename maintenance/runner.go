@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"iter"
 	"log/slog"
 	"slices"
@@ -79,6 +80,8 @@ type Runner struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	now      func() time.Time
+	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
+	writeAlloc memory.Allocator
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -101,6 +104,8 @@ type Deps struct {
 	Metrics *Metrics // nil records nothing
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// WriteAlloc backs compaction's Parquet writers; nil: the Go heap.
+	WriteAlloc memory.Allocator
 }
 
 func NewRunner(d Deps) *Runner {
@@ -121,7 +126,7 @@ func NewRunner(d Deps) *Runner {
 	}
 	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
-		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now}
+		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc}
 }
 
 // Request says what one pass does.
@@ -510,7 +515,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 	if plan.Empty() {
 		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNothingToWrite, Compact: rep}
 	}
-	res, err := compact.Execute(ctx, r.cat, tbl, plan, cfg, compact.Options{Logger: r.log})
+	res, err := compact.Execute(ctx, r.cat, tbl, plan, cfg, compact.Options{Logger: r.log, Allocator: r.writeAlloc})
 	rep.FilesIn, rep.BytesIn = res.FilesRewritten, res.BytesRewritten
 	rep.FilesOut, rep.BytesOut = res.FilesWritten, res.BytesWritten
 	rep.RowsRead, rep.RowsWritten = res.RowsRead, res.RowsWritten

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"io"
 	"log/slog"
 	"maps"
@@ -43,10 +44,12 @@ type globals struct {
 	started    bool // flags parsed and valid: a command is running
 	stdout     io.Writer
 	stderr     io.Writer
+	// writeAlloc backs compaction's Parquet writers.
+	writeAlloc memory.Allocator
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	g := &globals{stdout: stdout, stderr: stderr}
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc memory.Allocator) error {
+	g := &globals{stdout: stdout, stderr: stderr, writeAlloc: writeAlloc}
 	root := &cobra.Command{
 		Use:           "maintainer",
 		Short:         "Keeps Apache Iceberg tables healthy: compaction, snapshot expiry, orphan-file removal",
@@ -185,6 +188,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 	}
 	deps := maintenance.Deps{
 		Catalog:      cat,
+		WriteAlloc:   g.writeAlloc,
 		CatalogProps: cfg.Catalog.Properties(),
 		Policy:       policyFunc(cfg, log),
 		Selected: func(ident string) bool {

@@ -25,9 +25,9 @@ import (
 )
 
 func main() {
-	tuneRuntime(cgroupMemoryFiles)
+	limit := tuneRuntime(cgroupMemoryFiles)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, writerAllocator(limit))
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }

@@ -6,6 +6,9 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 // cgroupMemoryFiles hold a container's memory limit (cgroup v2, then v1).
@@ -46,4 +49,25 @@ func containerMemoryLimit(files []string) int64 {
 		return n
 	}
 	return 0
+}
+
+// writerAllocator keeps the large buffers of compaction's Parquet writers
+// (a row group of pages each) off the Go heap, where they would double the
+// heap goal. Under a soft memory limit, the limit is lowered by what they
+// map, so that heap and mappings together stay within it.
+func writerAllocator(limit int64) *offheap.Allocator {
+	if limit == math.MaxInt64 {
+		return offheap.New()
+	}
+	var mu sync.Mutex
+	step := int64(-1)
+	return offheap.New(offheap.OnChange(func(mapped int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		// In steps of 8 MiB: each change re-paces the collector.
+		if s := mapped >> 23; s != step {
+			step = s
+			debug.SetMemoryLimit(max(limit-mapped, limit/4))
+		}
+	}))
 }

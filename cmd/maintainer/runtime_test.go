@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 )
 
@@ -31,5 +32,24 @@ func TestContainerMemoryLimit(t *testing.T) {
 		if got := containerMemoryLimit(c.files); got != c.want {
 			t.Errorf("containerMemoryLimit(%v) = %d, want %d", c.files, got, c.want)
 		}
+	}
+}
+
+// Under a soft memory limit, what the writers map off the heap comes off
+// the limit, and goes back on when they free it.
+func TestWriterAllocatorLowersTheSoftLimit(t *testing.T) {
+	const limit = 1 << 30
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	a := writerAllocator(limit)
+	b := a.Allocate(64 << 20)
+	if got := debug.SetMemoryLimit(-1); got > limit-60<<20 || got < limit-72<<20 {
+		t.Errorf("soft limit %d MiB with 64 MiB mapped; want about %d", got>>20, (limit-64<<20)>>20)
+	}
+	a.Free(b)
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Errorf("soft limit %d MiB after the buffer was freed; want %d", got>>20, limit>>20)
+	}
+	if a.Mapped() != 0 {
+		t.Errorf("%d bytes still mapped", a.Mapped())
 	}
 }

@@ -2,6 +2,8 @@ package compact
 
 import (
 	"context"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"log/slog"
 	"os"
 	"runtime"
@@ -23,7 +25,9 @@ import (
 // files of BENCH_ROWS=2000 rows over 10 days); the full-size, side-by-side
 // comparison with iceberg-go's CLI is `go run ./internal/bench/compactbench`.
 // BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
-// instead of the direct path.
+// instead of the direct path; BENCH_COPY=0 keeps the direct path in Arrow
+// mode instead of copying leaf by leaf; BENCH_OFFHEAP=0 keeps the writers'
+// buffers on the Go heap instead of the binary's offheap allocator.
 //
 //	go test -run '^$' -bench RewriteGroups -benchmem ./maintenance/compact/
 func BenchmarkRewriteGroups(b *testing.B) {
@@ -67,12 +71,16 @@ func BenchmarkRewriteGroups(b *testing.B) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var alloc memory.Allocator = offheap.New()
+	if os.Getenv("BENCH_OFFHEAP") == "0" {
+		alloc = nil
+	}
 	c0 := cpuNow()
 	defer func() { b.ReportMetric((cpuNow()-c0).Seconds()/float64(b.N), "cpu-s/op") }()
 	b.ResetTimer()
 	for range b.N {
 		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4),
-			noDirect: os.Getenv("BENCH_DIRECT") == "0"}, res: &Result{}, log: discardLogger()}
+			noDirect: os.Getenv("BENCH_DIRECT") == "0", noCopy: os.Getenv("BENCH_COPY") == "0", Allocator: alloc}, res: &Result{}, log: discardLogger()}
 		e.setDirect(f.tbl)
 		sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 		var wg sync.WaitGroup

@@ -373,7 +373,8 @@ func TestCancelledRunCommitsNothing(t *testing.T) {
 // If the rows written do not match the rows read (a writer that loses a
 // batch), nothing of that group is committed and its files are removed.
 func TestRowCountMismatchCommitsNothing(t *testing.T) {
-	for _, path := range []string{"direct", "iceberg-go"} {
+	for _, mode := range writeModes {
+		path := mode.path
 		t.Run(path, func(t *testing.T) {
 			ctx := context.Background()
 			f := newTable(t, 10, 100, 1)
@@ -385,9 +386,9 @@ func TestRowCountMismatchCommitsNothing(t *testing.T) {
 			}
 			before := parquetFiles(t, f.dir)
 			var log pathLog
-			opts := Options{ArrowBatchRows: 64, dropBatch: func(n int) bool { return n == 3 },
-				noDirect: path != "direct", onPath: log.hook}
-			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+			opts := mode.opts
+			opts.ArrowBatchRows, opts.dropBatch, opts.onPath = 64, func(n int) bool { return n == 3 }, log.hook
+			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, opts))
 			if !errors.Is(err, ErrRowCountMismatch) {
 				t.Fatalf("want ErrRowCountMismatch, got %v", err)
 			}

@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
@@ -25,25 +27,37 @@ import (
 // Parquet files of the current schema and partition spec with no deletes
 // to apply, in a table whose writer does nothing but encode (format v1 or
 // v2, no sort order, Parquet properties it reads exactly as iceberg-go
-// does). pqarrow reads each input and one pqarrow writer, configured as
-// iceberg-go's, writes the output; the data files are built from the
-// written footers. That skips iceberg-go's scan and writer pipelines (delete
-// application, schema projection, re-batching, channels between goroutines)
-// and the garbage they make. Every other group goes through iceberg-go.
+// does). It writes what iceberg-go's writer writes, with the writer
+// configured as iceberg-go's, and builds the data files from the written
+// footers, in one of two modes chosen from the input footers before
+// anything is written:
+//   - copy (copy.go): every file stores every leaf as the output does, so
+//     levels and values go from column readers to column writers;
+//   - Arrow: the files decode to the output's Arrow types (Spark and
+//     PyIceberg annotate some columns otherwise); pqarrow reads each file
+//     and one pqarrow writer writes the output.
+//
+// Either skips iceberg-go's scan and writer pipelines (delete application,
+// schema projection, re-batching, channels between goroutines) and the
+// garbage they make. Every other group goes through iceberg-go.
 
 // directTable is what the direct path needs of a table, prepared once per run.
 type directTable struct {
-	out       *parquetOutput
-	meta      table.Metadata
-	spec      iceberg.PartitionSpec
-	mem       memory.Allocator
+	out  *parquetOutput
+	meta table.Metadata
+	spec iceberg.PartitionSpec
+	mem  memory.Allocator
+	// footerKV is the key-value metadata pqarrow writes in the footer (the
+	// Arrow schema), which copy mode writes too.
+	footerKV  metadata.KeyValueMetadata
+	maxRows   int64 // write.parquet.row-group-limit
 	writeUUID uuid.UUID
 	files     atomic.Int64
 }
 
-// newDirectTable prepares the direct path for tbl, or says why the table
-// cannot take it.
-func newDirectTable(tbl *table.Table) (*directTable, string) {
+// newDirectTable prepares the direct path for tbl, its writers allocating
+// from writeMem (nil: the Go heap), or says why the table cannot take it.
+func newDirectTable(tbl *table.Table, writeMem memory.Allocator) (*directTable, string) {
 	meta := tbl.Metadata()
 	props := meta.Properties()
 	switch {
@@ -60,11 +74,38 @@ func newDirectTable(tbl *table.Table) (*directTable, string) {
 	}
 	spec := meta.PartitionSpec()
 	mem := memory.NewGoAllocator()
-	out, why := parquetOutputFor(sc, props, mem)
+	if writeMem == nil {
+		writeMem = mem
+	}
+	out, why := parquetOutputFor(sc, props, writeMem)
 	if out == nil {
 		return nil, why
 	}
-	return &directTable{out: out, meta: meta, spec: spec, mem: mem, writeUUID: uuid.New()}, ""
+	kv, err := pqarrowFooterKV(out)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &directTable{out: out, meta: meta, spec: spec, mem: mem, footerKV: kv,
+		maxRows: parquet.NewWriterProperties(out.writer...).MaxRowGroupLength(), writeUUID: uuid.New()}, ""
+}
+
+// pqarrowFooterKV is the key-value metadata of a file that pqarrow writes
+// with the output's settings, taken from an empty one.
+func pqarrowFooterKV(out *parquetOutput) (metadata.KeyValueMetadata, error) {
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(out.arrow, &buf, parquet.NewWriterProperties(out.writer...), out.arrowWriter)
+	if err != nil {
+		return nil, fmt.Errorf("pqarrow writer: %w", err)
+	}
+	if err := fw.Close(); err != nil {
+		return nil, fmt.Errorf("pqarrow writer: %w", err)
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, fmt.Errorf("pqarrow footer: %w", err)
+	}
+	defer pf.Close()
+	return pf.MetaData().KeyValueMetadata(), nil
 }
 
 // directGroup says why group g cannot take the direct path, or "".
@@ -91,39 +132,69 @@ type errOtherColumns struct{ why string }
 
 func (e *errOtherColumns) Error() string { return e.why }
 
-// schemaReason says why a file read by fr does not hold the table's current
-// columns exactly as the output will, or "".
-func (d *directTable) schemaReason(path string, fr *pqarrow.FileReader) (string, error) {
-	if !sameParquetSchema(fr.ParquetReader().MetaData().Schema, d.out.parquet) {
-		return "file " + path + " has other columns than the current schema", nil
+// directMode is how the direct path moves a group's rows.
+type directMode string
+
+const (
+	modeCopy  directMode = "copy"   // leaf by leaf (copy.go)
+	modeArrow directMode = "direct" // as Arrow record batches
+)
+
+// inputs reads the footer of every file of g, before anything is written,
+// and chooses the mode: copy when every file stores every leaf as the
+// output does, Arrow when every file at least decodes to the output's
+// Arrow types, else errOtherColumns. The footers are kept so that no file's
+// footer is read twice.
+func (d *directTable) inputs(fs iceio.IO, g *Group, allowCopy bool) ([]*metadata.FileMetaData, directMode, error) {
+	mds := make([]*metadata.FileMetaData, len(g.tasks))
+	copyable := allowCopy
+	for i, t := range g.tasks {
+		path := t.File.FilePath()
+		err := d.open(fs, path, nil, func(pf *file.Reader) error {
+			mds[i] = pf.MetaData()
+			return nil
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		sc := mds[i].Schema
+		if !sameParquetSchema(sc, d.out.parquet) {
+			return nil, "", &errOtherColumns{why: "file " + path + " has other columns than the current schema"}
+		}
+		copyable = copyable && samePhysicalLeaves(sc, d.out.parquet)
 	}
-	asc, err := fr.Schema()
-	if err != nil {
-		return "", err
+	if copyable {
+		return mds, modeCopy, nil
 	}
-	if !sameArrowTypes(asc, d.out.arrow) {
-		return "file " + path + " reads as other Arrow types", nil
+	for i, md := range mds {
+		asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, md.KeyValueMetadata())
+		if err != nil {
+			return nil, "", fmt.Errorf("arrow schema of %s: %w", g.tasks[i].File.FilePath(), err)
+		}
+		if !sameArrowTypes(asc, d.out.arrow) {
+			return nil, "", &errOtherColumns{why: "file " + g.tasks[i].File.FilePath() + " reads as other Arrow types"}
+		}
 	}
-	return "", nil
+	return mds, modeArrow, nil
 }
 
-// open opens one input file for reading batches of batchRows rows.
-func (d *directTable) open(fs iceio.IO, path string, batchRows int, fn func(*pqarrow.FileReader) error) error {
+// open opens one input file, with its footer when it was read before.
+func (d *directTable) open(fs iceio.IO, path string, md *metadata.FileMetaData, fn func(*file.Reader) error) error {
 	f, err := fs.Open(path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer f.Close()
-	pf, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(d.mem)))
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(d.mem))}
+	if md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	pf, err := file.NewParquetReader(f, opts...)
 	if err != nil {
 		return fmt.Errorf("read footer of %s: %w", path, err)
 	}
 	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows)}, d.mem)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	return fn(fr)
+	return fn(pf)
 }
 
 func sameArrowTypes(a, b *arrow.Schema) bool {
@@ -142,32 +213,43 @@ func sameArrowTypes(a, b *arrow.Schema) bool {
 // rewriteDirect streams the group's files into new files of about the
 // target size, counting the rows read. It returns the files written, also
 // on error, so that the caller can remove them.
-func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) (files []iceberg.DataFile, rowsRead int64, err error) {
-	w := &directWriter{d: d, fs: e.fs, g: g, target: e.plan.TargetFileSize, ctx: ctx}
+func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) (files []iceberg.DataFile, rowsRead int64, mode directMode, err error) {
+	mds, mode, err := d.inputs(e.fs, g, !e.opts.noCopy)
+	if err != nil {
+		return nil, 0, mode, err
+	}
+	w := &directWriter{d: d, fs: e.fs, g: g, target: e.plan.TargetFileSize, ctx: ctx, mode: mode}
 	defer func() {
 		if cerr := w.abort(); err == nil && cerr != nil {
 			err = cerr
 		}
 		files = w.files
 	}()
-	n := 0
+	batch := 0
+	// drop reports whether the test hook drops the next batch read.
+	drop := func() bool { batch++; return e.opts.dropBatch != nil && e.opts.dropBatch(batch) }
 	for i, t := range g.tasks {
 		if err := ctx.Err(); err != nil {
-			return nil, rowsRead, context.Cause(ctx)
+			return nil, rowsRead, mode, context.Cause(ctx)
 		}
-		err := d.open(e.fs, t.File.FilePath(), e.opts.ArrowBatchRows, func(fr *pqarrow.FileReader) error {
-			// Checked as each file is opened, not in a pass of its own, so
-			// that no footer is read twice; a mismatch is rare (a schema
-			// change) and typically shows at the first file of a group.
-			why, err := d.schemaReason(t.File.FilePath(), fr)
-			if err != nil {
+		path := t.File.FilePath()
+		err := d.open(e.fs, path, mds[i], func(pf *file.Reader) error {
+			if e.opts.failFile != nil {
+				if err := e.opts.failFile(i); err != nil {
+					return err
+				}
+			}
+			if mode == modeCopy {
+				n, err := w.copyFile(ctx, pf, int64(e.opts.ArrowBatchRows), drop)
+				rowsRead += n
+				if err == nil && n != pf.NumRows() {
+					err = fmt.Errorf("read %d rows, its footer says %d", n, pf.NumRows())
+				}
 				return err
 			}
-			if e.opts.otherColumns != nil && e.opts.otherColumns(i) {
-				why = "file " + t.File.FilePath() + " has other columns (test)"
-			}
-			if why != "" {
-				return &errOtherColumns{why: why}
+			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(e.opts.ArrowBatchRows)}, d.mem)
+			if err != nil {
+				return err
 			}
 			rr, err := fr.GetRecordReader(ctx, nil, nil)
 			if err != nil {
@@ -180,7 +262,7 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 				}
 				rec := rr.RecordBatch()
 				rowsRead += rec.NumRows()
-				if n++; e.opts.dropBatch != nil && e.opts.dropBatch(n) {
+				if drop() {
 					continue
 				}
 				// Same columns and types (checked): only the field metadata
@@ -197,42 +279,50 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 			}
 			return ctx.Err()
 		})
-		if other := (*errOtherColumns)(nil); errors.As(err, &other) {
-			return nil, rowsRead, err
-		}
 		if err != nil {
-			return nil, rowsRead, fmt.Errorf("rewrite %s: %w", t.File.FilePath(), err)
+			return nil, rowsRead, mode, fmt.Errorf("rewrite %s: %w", path, err)
 		}
 	}
 	if err := w.close(); err != nil {
-		return nil, rowsRead, err
+		return nil, rowsRead, mode, err
 	}
-	return w.files, rowsRead, nil
+	return w.files, rowsRead, mode, nil
 }
 
 // directWriter writes one group's rows into files that roll over at the
-// target size, with row groups cut at write.parquet.row-group-size-bytes:
-// the rules of iceberg-go's rolling writer.
+// target size, with row groups cut at write.parquet.row-group-size-bytes
+// and write.parquet.row-group-limit: the rules of iceberg-go's rolling
+// writer. In Arrow mode pqarrow's writer encodes record batches; in copy
+// mode the rows go into the column writers of the same file writer that
+// pqarrow's wraps, with the same properties and footer metadata.
 type directWriter struct {
 	ctx    context.Context
 	d      *directTable
 	fs     iceio.IO
 	g      *Group
 	target int64
+	mode   directMode
 
 	path    string
 	sink    iceio.FileWriter
 	counter *countingWriter
-	fw      *pqarrow.FileWriter
+	fw      *pqarrow.FileWriter         // Arrow mode
+	pw      *file.Writer                // copy mode
+	rg      file.BufferedRowGroupWriter // copy mode: the open row group
+	src     copySource                  // copy mode: the input file
 	files   []iceberg.DataFile
 }
 
 type countingWriter struct {
-	w iceio.FileWriter
-	n int64
+	w       iceio.FileWriter
+	n       int64
+	discard bool // an abandoned file is finished into nothing
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.discard {
+		return len(p), nil
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
@@ -260,6 +350,93 @@ func (w *directWriter) write(rec arrow.RecordBatch) error {
 	return nil
 }
 
+// copyFile copies the rows of one input file in batches of batchRows, as
+// write does record batches of that size: row groups are cut and files
+// rolled between batches. It returns the rows read.
+func (w *directWriter) copyFile(ctx context.Context, pf *file.Reader, batchRows int64, drop func() bool) (int64, error) {
+	src := &w.src
+	if err := src.open(pf); err != nil {
+		return 0, err
+	}
+	var rows int64
+	var err error
+	for left := pf.NumRows(); left > 0; {
+		if ctx.Err() != nil {
+			return rows, context.Cause(ctx)
+		}
+		want := min(batchRows, left)
+		var n int64
+		if drop() {
+			n, err = src.copyRows(nil, want)
+		} else {
+			n, err = w.copyBatch(src, want)
+		}
+		rows += n
+		if err != nil {
+			return rows, err
+		}
+		if n < want {
+			return rows, fmt.Errorf("its columns end after %d rows, its footer says %d", rows, pf.NumRows())
+		}
+		left -= n
+	}
+	return rows, src.finish()
+}
+
+// copyBatch copies up to n rows from src, as pqarrow's WriteBuffered writes
+// a record batch of n rows (splitting it at the row group limit).
+func (w *directWriter) copyBatch(src *copySource, n int64) (int64, error) {
+	if w.pw == nil {
+		if err := w.open(); err != nil {
+			return 0, err
+		}
+	} else if w.rg.TotalBytesWritten() >= w.d.out.rowGroupBytes {
+		if err := w.newRowGroup(); err != nil {
+			return 0, err
+		}
+	}
+	var copied int64
+	for copied < n {
+		cur, err := w.rg.NumRows()
+		if err != nil {
+			return copied, fmt.Errorf("write %s: %w", w.path, err)
+		}
+		if int64(cur) >= w.d.maxRows {
+			if err := w.newRowGroup(); err != nil {
+				return copied, err
+			}
+			continue
+		}
+		want := min(n-copied, w.d.maxRows-int64(cur))
+		got, err := src.copyRows(w.rg, want)
+		copied += got
+		if err != nil {
+			return copied, fmt.Errorf("write %s: %w", w.path, err)
+		}
+		if got < want {
+			break
+		}
+	}
+	if copied > 0 && w.counter.n >= w.target {
+		return copied, w.close()
+	}
+	return copied, nil
+}
+
+func (w *directWriter) newRowGroup() error {
+	if w.rg != nil {
+		if err := w.rg.Close(); err != nil {
+			return fmt.Errorf("finish a row group in %s: %w", w.path, err)
+		}
+	}
+	rg, err := w.pw.AppendBufferedRowGroupChecked()
+	if err != nil {
+		return fmt.Errorf("start a row group in %s: %w", w.path, err)
+	}
+	w.rg = rg
+	return nil
+}
+
 func (w *directWriter) open() error {
 	wfs, ok := w.fs.(iceio.WriteFileIO)
 	if !ok {
@@ -274,26 +451,41 @@ func (w *directWriter) open() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	w.path, w.sink, w.counter = path, sink, &countingWriter{w: sink}
-	fw, err := pqarrow.NewFileWriter(w.d.out.arrow, w.counter, parquet.NewWriterProperties(w.d.out.writer...), w.d.out.arrowWriter)
+	props := parquet.NewWriterProperties(w.d.out.writer...)
+	if w.mode == modeCopy {
+		w.pw, err = file.NewParquetWriterWithError(w.counter, w.d.out.parquet.Root(),
+			file.WithWriterProps(props), file.WithWriteMetadata(w.d.footerKV))
+		if err == nil {
+			err = w.newRowGroup()
+		}
+	} else {
+		w.fw, err = pqarrow.NewFileWriter(w.d.out.arrow, w.counter, props, w.d.out.arrowWriter)
+	}
 	if err != nil {
 		w.abort()
 		return fmt.Errorf("start %s: %w", path, err)
 	}
-	w.fw = fw
 	return nil
 }
 
 // close finishes the open file and records it as a data file.
 func (w *directWriter) close() error {
-	if w.fw == nil {
+	if w.sink == nil {
 		return nil
 	}
-	err := w.fw.Close()
+	var err error
+	if w.fw != nil {
+		err = w.fw.Close()
+	} else {
+		if err = w.rg.Close(); err == nil {
+			err = w.pw.Close()
+		}
+	}
 	if cerr := w.sink.Close(); err == nil {
 		err = cerr
 	}
 	path := w.path
-	w.fw, w.sink, w.path = nil, nil, ""
+	w.fw, w.pw, w.rg, w.sink, w.path = nil, nil, nil, nil, ""
 	if err != nil {
 		_ = w.fs.Remove(path)
 		return fmt.Errorf("finish %s: %w", path, err)
@@ -312,9 +504,18 @@ func (w *directWriter) abort() error {
 	if w.sink == nil {
 		return nil
 	}
+	// Finish the writer into nothing so that it frees its buffers: those
+	// of a mapped allocator are not the garbage collector's to reclaim.
+	w.counter.discard = true
+	if w.fw != nil {
+		_ = w.fw.Close()
+	}
+	if w.pw != nil {
+		_ = w.pw.Close() // closes the open row group too
+	}
 	_ = w.sink.Close()
 	err := w.fs.Remove(w.path)
-	w.fw, w.sink, w.path = nil, nil, ""
+	w.fw, w.pw, w.rg, w.sink, w.path = nil, nil, nil, nil, ""
 	return err
 }
 

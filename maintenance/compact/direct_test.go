@@ -2,6 +2,7 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -22,6 +23,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -45,6 +47,58 @@ func (l *pathLog) all() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.paths)
+}
+
+// writeModes are the ways a group of plain files can be rewritten, each
+// forced by its options: leaf by leaf, as Arrow batches, through iceberg-go.
+var writeModes = []struct {
+	path string
+	opts Options
+}{
+	{"copy", Options{}},
+	{"direct", Options{noCopy: true}},
+	{"iceberg-go", Options{noDirect: true}},
+}
+
+// compareModes checks that each mode's files are what iceberg-go (the last
+// mode) writes, partition by partition; files is how many each partition
+// must have (0: more than one; -1: as many as iceberg-go writes).
+func compareModes(t *testing.T, out []map[string][]iceberg.DataFile, files int) {
+	t.Helper()
+	scan := out[len(out)-1]
+	for m, got := range out[:len(out)-1] {
+		name := writeModes[m].path
+		if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(scan))) {
+			t.Fatalf("partitions %v %s, %v through iceberg-go", slices.Sorted(maps.Keys(got)), name, slices.Sorted(maps.Keys(scan)))
+		}
+		for part, dfs := range got {
+			other := scan[part]
+			if len(dfs) != len(other) || (files > 0 && len(dfs) != files) || (files == 0 && len(dfs) < 2) {
+				t.Fatalf("partition %s: %d files %s, %d through iceberg-go, want %d (0: several)", part, len(dfs), name, len(other), files)
+			}
+			for j := range dfs {
+				compareDataFiles(t, name, dfs[j], other[j])
+			}
+		}
+	}
+}
+
+// guarded gives opts a writer allocator as the binary's, in guard mode: a
+// buffer an arrow-go writer uses after freeing it faults (the test binary
+// crashes), and one never freed by the end of the test fails it.
+func guarded(t *testing.T, opts Options) Options {
+	t.Helper()
+	if opts.Allocator != nil {
+		return opts
+	}
+	a := offheap.New(offheap.Guard())
+	t.Cleanup(func() {
+		if m := a.Mapped(); m != 0 {
+			t.Errorf("%d bytes of writer buffers never freed", m)
+		}
+	})
+	opts.Allocator = a
+	return opts
 }
 
 // update commits one change to the fixture's table.
@@ -96,7 +150,7 @@ func compactAll(t *testing.T, f *fixture, cfg Config, opts Options) *Result {
 	if plan.Empty() {
 		t.Fatal("nothing planned")
 	}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,39 +200,25 @@ func TestDirectPathWritesWhatIcebergGoWrites(t *testing.T) {
 				cfg.TargetFileSize = MinTargetFileSize
 				parts = tc.parts
 			}
-			var out [2]map[string][]iceberg.DataFile
-			for i, direct := range []bool{true, false} {
+			var out []map[string][]iceberg.DataFile
+			for _, mode := range writeModes {
 				f := newTable(t, 24, 1500, parts)
 				setProps(t, f, tc.props)
 				before := verifyTable(t, f.tbl)
 				var log pathLog
-				compactAll(t, f, cfg, Options{noDirect: !direct, onPath: log.hook})
+				opts := mode.opts
+				opts.onPath = log.hook
+				compactAll(t, f, cfg, opts)
 				// The independent reader reads the same rows from the new files.
 				if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
-					t.Fatalf("verifier: %d rows %s after, %d rows %s before", after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+					t.Fatalf("%s: verifier: %d rows %s after, %d rows %s before", mode.path, after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
 				}
-				want := "iceberg-go"
-				if direct {
-					want = "direct"
+				if got := log.all(); len(got) < parts || slices.ContainsFunc(got, func(p string) bool { return p != mode.path }) {
+					t.Fatalf("paths %v (why %v), want %s for all %d groups", got, log.whys, mode.path, parts)
 				}
-				if got := log.all(); len(got) < parts || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
-					t.Fatalf("paths %v (why %v), want %s for all %d groups", got, log.whys, want, parts)
-				}
-				out[i] = filesByPartition(t, f)
+				out = append(out, filesByPartition(t, f))
 			}
-			direct, scan := out[0], out[1]
-			if !slices.Equal(slices.Sorted(maps.Keys(direct)), slices.Sorted(maps.Keys(scan))) {
-				t.Fatalf("partitions %v direct, %v through iceberg-go", slices.Collect(maps.Keys(direct)), slices.Collect(maps.Keys(scan)))
-			}
-			for part, dfs := range direct {
-				other := scan[part]
-				if len(dfs) != len(other) || (tc.files > 0 && len(dfs) != tc.files) || (tc.files == 0 && len(dfs) < 2) {
-					t.Fatalf("partition %s: %d files direct, %d through iceberg-go, want %d (0: several)", part, len(dfs), len(other), tc.files)
-				}
-				for j := range dfs {
-					compareDataFiles(t, dfs[j], other[j])
-				}
-			}
+			compareModes(t, out, tc.files)
 		})
 	}
 }
@@ -207,51 +247,53 @@ func filesByPartition(t *testing.T, f *fixture) map[string][]iceberg.DataFile {
 	return out
 }
 
-func compareDataFiles(t *testing.T, a, b iceberg.DataFile) {
+func compareDataFiles(t *testing.T, name string, a, b iceberg.DataFile) {
 	t.Helper()
+	t.Logf("comparing %s's %s with iceberg-go's %s", name, path.Base(a.FilePath()), path.Base(b.FilePath()))
 	// Same folder relative to the table: data/<partition path>.
 	rel := func(p string) string {
 		dir := path.Dir(p)
 		return dir[strings.Index(dir, "/data"):]
 	}
 	if rel(a.FilePath()) != rel(b.FilePath()) {
-		t.Errorf("written under %s, iceberg-go writes under %s", rel(a.FilePath()), rel(b.FilePath()))
+		t.Errorf("%s: written under %s, iceberg-go writes under %s", name, rel(a.FilePath()), rel(b.FilePath()))
 	}
 	if a.Count() != b.Count() || a.SpecID() != b.SpecID() || !maps.Equal(a.Partition(), b.Partition()) {
-		t.Errorf("%d rows spec %d partition %v; iceberg-go: %d rows spec %d partition %v",
+		t.Errorf("%s: %d rows spec %d partition %v; iceberg-go: %d rows spec %d partition %v", name,
 			a.Count(), a.SpecID(), a.Partition(), b.Count(), b.SpecID(), b.Partition())
 	}
 	if a.SortOrderID() != nil || b.SortOrderID() != nil {
-		t.Errorf("sort order ids %v %v, want none", a.SortOrderID(), b.SortOrderID())
+		t.Errorf("%s: sort order ids %v %v, want none", name, a.SortOrderID(), b.SortOrderID())
 	}
-	for name, pair := range map[string][2]map[int]int64{
+	for what, pair := range map[string][2]map[int]int64{
 		"value counts":      {a.ValueCounts(), b.ValueCounts()},
 		"null value counts": {a.NullValueCounts(), b.NullValueCounts()},
 		"NaN value counts":  {a.NaNValueCounts(), b.NaNValueCounts()},
 	} {
 		if !maps.Equal(pair[0], pair[1]) {
-			t.Errorf("%s %v, iceberg-go %v", name, pair[0], pair[1])
+			t.Errorf("%s: %s %v, iceberg-go %v", name, what, pair[0], pair[1])
 		}
 	}
-	for name, pair := range map[string][2]map[int][]byte{
+	for what, pair := range map[string][2]map[int][]byte{
 		"lower bounds": {a.LowerBoundValues(), b.LowerBoundValues()},
 		"upper bounds": {a.UpperBoundValues(), b.UpperBoundValues()},
 	} {
 		if !maps.EqualFunc(pair[0], pair[1], func(x, y []byte) bool { return string(x) == string(y) }) {
-			t.Errorf("%s %v, iceberg-go %v", name, pair[0], pair[1])
+			t.Errorf("%s: %s %v, iceberg-go %v", name, what, pair[0], pair[1])
 		}
 	}
 	if !slices.Equal(a.SplitOffsets(), b.SplitOffsets()) {
-		t.Errorf("split offsets %v, iceberg-go %v", a.SplitOffsets(), b.SplitOffsets())
+		t.Errorf("%s: split offsets %v, iceberg-go %v", name, a.SplitOffsets(), b.SplitOffsets())
 	}
 	la, lb := parquetLayout(t, a.FilePath()), parquetLayout(t, b.FilePath())
 	if !slices.Equal(la, lb) {
-		t.Errorf("parquet layout\n%v\niceberg-go writes\n%v", la, lb)
+		t.Errorf("%s: parquet layout\n%v\niceberg-go writes\n%v", name, la, lb)
 	}
 }
 
-// parquetLayout describes a file's row groups and column chunks: rows,
-// codec, encodings, and whether the chunk has a dictionary page.
+// parquetLayout describes a file's footer metadata (key-value pairs and
+// writer), row groups and column chunks: rows, codec, encodings, and
+// whether the chunk has a dictionary page and a bloom filter.
 func parquetLayout(t *testing.T, p string) []string {
 	t.Helper()
 	r, err := file.OpenParquetFile(strings.TrimPrefix(p, "file://"), false)
@@ -259,7 +301,11 @@ func parquetLayout(t *testing.T, p string) []string {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var out []string
+	out := []string{"created by " + r.MetaData().GetCreatedBy()}
+	kv := r.MetaData().KeyValueMetadata()
+	for i, k := range kv.Keys() {
+		out = append(out, k+"="+kv.Values()[i])
+	}
 	for i := range r.NumRowGroups() {
 		rg := r.MetaData().RowGroup(i)
 		out = append(out, fmt.Sprintf("row group rows=%d", rg.NumRows()))
@@ -273,8 +319,8 @@ func parquetLayout(t *testing.T, p string) []string {
 				encs = append(encs, e.String())
 			}
 			slices.Sort(encs)
-			out = append(out, fmt.Sprintf("%s %s %s dict=%t", cc.PathInSchema(), cc.Compression(),
-				strings.Join(encs, "+"), cc.HasDictionaryPage()))
+			out = append(out, fmt.Sprintf("%s %s %s dict=%t bloom=%t", cc.PathInSchema(), cc.Compression(),
+				strings.Join(encs, "+"), cc.HasDictionaryPage(), cc.BloomFilterOffset() > 0))
 		}
 	}
 	return out
@@ -350,43 +396,62 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 	}
 }
 
-// A file found holding other columns after the direct path has written
-// part of a group sends the group through iceberg-go, and what the direct
-// path wrote is deleted: no stray file is left behind.
-func TestDirectPathStartsOverThroughIcebergGoWithoutStrayFiles(t *testing.T) {
-	f := newTable(t, 16, 1500, 1)
-	setProps(t, f, map[string]string{table.ParquetRowGroupSizeBytesKey: "150000"})
-	before := parquetFiles(t, f.dir)
-	cfg := testConfig() // one group of all 16 files
-	var log pathLog
-	var written []string
-	opts := Options{onPath: log.hook, otherColumns: func(i int) bool {
-		if i == 12 {
-			// By now the direct path has flushed row groups of its file.
+// A failure after the direct path has written part of a group (here, a
+// file that cannot be read) fails that group: nothing is committed, every
+// row stays, and what it wrote is deleted, the finished row groups of its
+// open file included.
+func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
+	for _, mode := range writeModes[:2] {
+		t.Run(mode.path, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newTable(t, 16, 1500, 1)
+			setProps(t, f, map[string]string{table.ParquetRowGroupSizeBytesKey: "150000"})
+			f.rows, f.sum = checksum(t, f.reload(t))
+			before := parquetFiles(t, f.dir)
+			cfg := testConfig() // one group of all 16 files
+			plan, err := PlanTable(ctx, f.reload(t), cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log pathLog
+			var written []string
+			opts := mode.opts
+			opts.onPath = log.hook
+			opts.failFile = func(i int) error {
+				if i < 12 {
+					return nil
+				}
+				// By now row groups of the open file are flushed to it.
+				for p := range parquetFiles(t, f.dir) {
+					if !before[p] {
+						written = append(written, p)
+					}
+				}
+				return errors.New("unreadable (test)")
+			}
+			res, err := Execute(ctx, f.cat, f.reload(t), plan, cfg, guarded(t, opts))
+			if err == nil || !strings.Contains(err.Error(), "unreadable (test)") || len(res.GroupsFailed) != 1 || res.GroupsCommitted != 0 {
+				t.Fatalf("err %v result %+v; want the group failed", err, res)
+			}
+			if got := log.all(); len(got) != 1 || got[0] != mode.path {
+				t.Fatalf("paths %v, want %s", got, mode.path)
+			}
+			if len(written) != 1 {
+				t.Fatalf("%d files written when the read failed, want the open one", len(written))
+			}
+			if after := f.reload(t); after.CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+				t.Fatal("a snapshot was committed")
+			}
+			if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+				t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
+			}
 			for p := range parquetFiles(t, f.dir) {
 				if !before[p] {
-					written = append(written, p)
+					t.Errorf("stray file %s", p)
 				}
 			}
-			return true
-		}
-		return false
-	}}
-	compactAll(t, f, cfg, opts)
-	if got := log.all(); len(got) != 1 || got[0] != "iceberg-go" || !strings.Contains(strings.Join(log.whys, ";"), "(test)") {
-		t.Fatalf("paths %v why %v, want iceberg-go after the direct path gave up", got, log.whys)
-	}
-	if len(written) != 1 {
-		t.Fatalf("the direct path had written %d files when it gave up, want its open one", len(written))
-	}
-	live := map[string]bool{}
-	for _, df := range liveDataFiles(t, f.reload(t)) {
-		live[strings.TrimPrefix(df.FilePath(), "file://")] = true
-	}
-	for p := range parquetFiles(t, f.dir) {
-		if !before[p] && !live[p] {
-			t.Errorf("stray file %s", p)
-		}
+		})
 	}
 }
 
@@ -400,45 +465,48 @@ func TestDirectPathOnForeignFilesWritesWhatIcebergGoWrites(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig()
 			cfg.MinInputFiles = 2
-			var out [2]map[string][]iceberg.DataFile
-			for i, direct := range []bool{true, false} {
+			var out []map[string][]iceberg.DataFile
+			for _, mode := range writeModes {
 				cat, tbl, dir := testenv.FixtureTable(t, name)
 				f := &fixture{cat: cat, tbl: tbl, dir: dir}
 				f.rows, f.sum = checksum(t, tbl)
 				before := testenv.Verify(t, dir)
 				var log pathLog
-				compactAll(t, f, cfg, Options{noDirect: !direct, onPath: log.hook})
-				want := map[bool]string{true: "direct", false: "iceberg-go"}[direct]
+				opts := mode.opts
+				opts.onPath = log.hook
+				compactAll(t, f, cfg, opts)
+				// Their files store some leaves otherwise than iceberg-go's
+				// output: they cannot be copied leaf by leaf.
+				want := mode.path
+				if want == "copy" {
+					want = "direct"
+				}
 				if got := log.all(); len(got) == 0 || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
 					t.Fatalf("paths %v (why %v), want %s for every group", got, log.whys, want)
 				}
 				if after := testenv.Verify(t, dir); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
 					t.Fatalf("verifier: %d rows %s after, %d rows %s before", after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
 				}
-				out[i] = filesByPartition(t, f)
+				out = append(out, filesByPartition(t, f))
 			}
-			if len(out[0]) == 0 || len(out[0]) != len(out[1]) {
-				t.Fatalf("%d partitions direct, %d through iceberg-go", len(out[0]), len(out[1]))
+			if len(out[0]) == 0 {
+				t.Fatal("no partitions")
 			}
-			for part, dfs := range out[0] {
-				other := out[1][part]
-				if len(dfs) != 1 || len(other) != 1 {
-					t.Fatalf("partition %s: %d files direct, %d through iceberg-go, want 1", part, len(dfs), len(other))
-				}
-				compareDataFiles(t, dfs[0], other[0])
-			}
+			compareModes(t, out, 1)
 		})
 	}
 }
 
-func TestSameParquetSchema(t *testing.T) {
-	must := func(n schema.Node, err error) schema.Node {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
+func mustNode(t *testing.T, n schema.Node, err error) schema.Node {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
+}
+
+func TestSameParquetSchema(t *testing.T) {
+	must := func(n schema.Node, err error) schema.Node { return mustNode(t, n, err) }
 	plainInt := func(id int32) schema.Node {
 		return must(schema.NewPrimitiveNode("id", parquet.Repetitions.Optional, parquet.Types.Int32, id, -1))
 	}
@@ -479,8 +547,8 @@ func TestSameParquetSchema(t *testing.T) {
 // path takes them from the group and writes them where iceberg-go does.
 func TestDirectPathBucketAndTruncatePartitions(t *testing.T) {
 	ctx := context.Background()
-	var out [2]map[string][]iceberg.DataFile
-	for i, direct := range []bool{true, false} {
+	var out []map[string][]iceberg.DataFile
+	for _, mode := range writeModes {
 		f := newTable(t, 3, 200, 0) // three files: too few to compact
 		rows, err := f.tbl.Scan().ToArrowTable(ctx)
 		if err != nil {
@@ -497,20 +565,141 @@ func TestDirectPathBucketAndTruncatePartitions(t *testing.T) {
 		}
 		f.rows, f.sum = checksum(t, f.tbl)
 		var log pathLog
-		compactAll(t, f, testConfig(), Options{noDirect: !direct, onPath: log.hook})
-		want := map[bool]string{true: "direct", false: "iceberg-go"}[direct]
-		if got := log.all(); len(got) < 3 || slices.ContainsFunc(got, func(p string) bool { return p != want }) {
-			t.Fatalf("paths %v (why %v), want %s for the groups of every bucket", got, log.whys, want)
+		opts := mode.opts
+		opts.onPath = log.hook
+		compactAll(t, f, testConfig(), opts)
+		if got := log.all(); len(got) < 3 || slices.ContainsFunc(got, func(p string) bool { return p != mode.path }) {
+			t.Fatalf("paths %v (why %v), want %s for the groups of every bucket", got, log.whys, mode.path)
 		}
-		out[i] = filesByPartition(t, f)
+		out = append(out, filesByPartition(t, f))
 	}
-	for part, dfs := range out[0] {
-		other := out[1][part]
-		if len(dfs) != len(other) {
-			t.Fatalf("partition %s: %d files direct, %d through iceberg-go", part, len(dfs), len(other))
+	compareModes(t, out, -1)
+}
+
+// Copy mode gathers each leaf's values across pages and row groups before
+// it writes them; byte arrays read from one page must survive the reading
+// of the next. Inputs of many row groups and small pages, their strings
+// stored plain or in dictionaries that fall back to plain mid-chunk, come
+// out as iceberg-go writes them, rows and layout alike.
+func TestCopyModeReadsAcrossPagesAndRowGroups(t *testing.T) {
+	cases := []struct {
+		name  string
+		props map[string]string
+	}{
+		{"plain strings", map[string]string{propDictEnabled: "false"}},
+		{"dictionaries falling back", map[string]string{table.ParquetDictSizeBytesKey: "4096"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			props := map[string]string{
+				table.ParquetRowGroupLimitKey:     "300",
+				table.ParquetPageSizeBytesKey:     "2048",
+				table.ParquetPageRowLimitKey:      "100",
+				table.ParquetCompressionKey:       "snappy",
+				table.ParquetRowGroupSizeBytesKey: "40000",
+			}
+			maps.Copy(props, tc.props)
+			var out []map[string][]iceberg.DataFile
+			for _, mode := range writeModes {
+				opt := gen.Options{Appends: 12, RowsPerAppend: 1500, Partitions: 2, Seed: 7, Properties: props}
+				cat, tbl, dir := testenv.GeneratedTable(t, opt)
+				f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+				f.rows, f.sum = checksum(t, tbl)
+				if mode.path == "copy" {
+					in := liveDataFiles(t, tbl)[0].FilePath()
+					if rgs, pages := pageCount(t, in, "properties.key_value.value"); rgs < 5 || pages < 3*rgs {
+						t.Fatalf("input %s: %d row groups, %d pages of map values; want several of each", in, rgs, pages)
+					}
+				}
+				before := verifyTable(t, tbl)
+				var log pathLog
+				opts := mode.opts
+				opts.onPath = log.hook
+				compactAll(t, f, testConfig(), opts)
+				if got := log.all(); len(got) != 2 || slices.ContainsFunc(got, func(p string) bool { return p != mode.path }) {
+					t.Fatalf("paths %v (why %v), want %s", got, log.whys, mode.path)
+				}
+				if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
+					t.Fatalf("%s: verifier: %d rows %s after, %d rows %s before", mode.path, after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+				}
+				out = append(out, filesByPartition(t, f))
+			}
+			compareModes(t, out, 1)
+		})
+	}
+}
+
+// pageCount counts the row groups of a Parquet file and the data pages of
+// one of its columns.
+func pageCount(t *testing.T, p, column string) (rowGroups, pages int) {
+	t.Helper()
+	r, err := file.OpenParquetFile(strings.TrimPrefix(p, "file://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	col := r.MetaData().Schema.ColumnIndexByName(column)
+	if col < 0 {
+		t.Fatalf("no column %s in %s", column, p)
+	}
+	for i := range r.NumRowGroups() {
+		pr, err := r.RowGroup(i).GetColumnPageReader(col)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for j := range dfs {
-			compareDataFiles(t, dfs[j], other[j])
+		for pr.Next() {
+			if _, dict := pr.Page().(*file.DictionaryPage); !dict {
+				pages++
+			}
+		}
+		if err := pr.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r.NumRowGroups(), pages
+}
+
+func TestSamePhysicalLeaves(t *testing.T) {
+	must := func(n schema.Node, err error) schema.Node { return mustNode(t, n, err) }
+	sc := func(fields ...schema.Node) *schema.Schema {
+		g, err := schema.NewGroupNode("schema", parquet.Repetitions.Required, fields, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return schema.NewSchema(g)
+	}
+	ts := func(utc bool, unit schema.TimeUnitType, forceConverted bool) schema.Node {
+		lt := schema.NewTimestampLogicalTypeWithOpts(schema.WithTSIsAdjustedToUTC(), schema.WithTSTimeUnitType(unit))
+		if !utc {
+			lt = schema.NewTimestampLogicalTypeWithOpts(schema.WithTSTimeUnitType(unit))
+		}
+		if forceConverted {
+			lt = schema.NewTimestampLogicalTypeWithOpts(schema.WithTSIsAdjustedToUTC(), schema.WithTSTimeUnitType(unit), schema.WithTSForceConverted())
+		}
+		return must(schema.NewPrimitiveNodeLogical("ts", parquet.Repetitions.Required, lt, parquet.Types.Int64, -1, 1))
+	}
+	dec := func(physical parquet.Type, length, precision int) schema.Node {
+		return must(schema.NewPrimitiveNodeLogical("amount", parquet.Repetitions.Optional,
+			schema.NewDecimalLogicalType(int32(precision), 2), physical, length, 2))
+	}
+	out := sc(ts(true, schema.TimeUnitMicros, true), dec(parquet.Types.FixedLenByteArray, 5, 10))
+	cases := []struct {
+		name string
+		file *schema.Schema
+		same bool
+	}{
+		{"identical", sc(ts(true, schema.TimeUnitMicros, true), dec(parquet.Types.FixedLenByteArray, 5, 10)), true},
+		{"a timestamp read back from a file (no force flag)", sc(ts(true, schema.TimeUnitMicros, false), dec(parquet.Types.FixedLenByteArray, 5, 10)), true},
+		{"nanoseconds", sc(ts(true, schema.TimeUnitNanos, false), dec(parquet.Types.FixedLenByteArray, 5, 10)), false},
+		{"a local timestamp", sc(ts(false, schema.TimeUnitMicros, false), dec(parquet.Types.FixedLenByteArray, 5, 10)), false},
+		{"a decimal in INT64", sc(ts(true, schema.TimeUnitMicros, false), dec(parquet.Types.Int64, -1, 10)), false},
+		{"a decimal of another length", sc(ts(true, schema.TimeUnitMicros, false), dec(parquet.Types.FixedLenByteArray, 6, 10)), false},
+		{"another precision", sc(ts(true, schema.TimeUnitMicros, false), dec(parquet.Types.FixedLenByteArray, 5, 9)), false},
+	}
+	for _, tc := range cases {
+		if got := samePhysicalLeaves(tc.file, out); got != tc.same {
+			t.Errorf("%s: same %v, want %v", tc.name, got, tc.same)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	iofs "io/fs"
 	"log/slog"
 	"strconv"
@@ -54,6 +55,10 @@ type Options struct {
 	// roughly (2 + WriteBufferBatches) batches of ArrowBatchRows rows.
 	ArrowBatchRows     int
 	WriteBufferBatches int
+	// Allocator backs the buffers of the direct path's Parquet writers,
+	// which hold a row group of pages until it is written (nil: the Go
+	// heap). The binary passes an offheap.Allocator.
+	Allocator memory.Allocator
 	// Test hooks: beforeCommit runs before each commit attempt; dropBatch
 	// loses the n-th batch between reader and writer, as a buggy writer
 	// would, to prove the row check catches it.
@@ -63,9 +68,11 @@ type Options struct {
 	// path each group took and why.
 	noDirect bool
 	onPath   func(g *Group, path, why string)
-	// otherColumns makes the direct path find the i-th file of a group
-	// holding other columns than the table's.
-	otherColumns func(i int) bool
+	// noCopy keeps the direct path from copying leaf by leaf (Arrow mode
+	// only); failFile fails its reading of the i-th file of a group, after
+	// the files before it were written.
+	noCopy   bool
+	failFile func(i int) error
 }
 
 // Result is what a compaction run did.
@@ -230,16 +237,18 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 	path, why := "iceberg-go", e.directReason
 	if e.direct != nil {
 		if why = e.direct.groupReason(g); why == "" {
-			path = "direct"
-			out.files, out.rowsRead, out.err = e.rewriteDirect(ctx, e.direct, g)
+			var mode directMode
+			out.files, out.rowsRead, mode, out.err = e.rewriteDirect(ctx, e.direct, g)
+			if path = string(mode); mode == "" {
+				path = string(modeArrow) // failed before it chose
+			}
 			if other := (*errOtherColumns)(nil); errors.As(out.err, &other) {
-				// Start over through iceberg-go, without what was written.
-				e.removeFiles(out.files)
+				// Found before anything was written.
 				path, why, out = "iceberg-go", other.why, groupOutput{g: g}
 			}
 		}
 	}
-	if path != "direct" {
+	if path == "iceberg-go" {
 		out.files, out.rowsRead, out.err = e.rewriteScan(ctx, tbl, g)
 	}
 	e.log.Debug("group read and written", "partition", g.Partition, "path", path, "why", why)
@@ -262,7 +271,7 @@ func (e *executor) setDirect(tbl *table.Table) {
 		e.directReason = "disabled"
 		return
 	}
-	e.direct, e.directReason = newDirectTable(tbl)
+	e.direct, e.directReason = newDirectTable(tbl, e.opts.Allocator)
 }
 
 // rewriteScan rewrites a group through iceberg-go's scan, which applies

@@ -1,0 +1,407 @@
+package compact
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/schema"
+)
+
+// Column copy: when every input file stores every leaf column exactly as
+// the output will (physical type, length, annotations, levels), the direct
+// path moves each leaf's levels and values from the input's column readers
+// straight into the output's column writers. Nothing is rebuilt as Arrow
+// arrays (maps, lists and structs are never reassembled from their levels
+// and split again) while the values are still decoded and encoded anew, so
+// the output is encoded, paged, dictionary-built and compressed by the same
+// column writers, with the same properties, as pqarrow and iceberg-go use.
+
+// samePhysicalLeaves reports whether every leaf of a file is stored as the
+// output's leaf is; with sameParquetSchema, the values can be copied as
+// they are.
+func samePhysicalLeaves(file, out *schema.Schema) bool {
+	if file.NumColumns() != out.NumColumns() {
+		return false
+	}
+	for i := range out.NumColumns() {
+		a, b := file.Column(i), out.Column(i)
+		if a.PhysicalType() != b.PhysicalType() || a.ConvertedType() != b.ConvertedType() ||
+			!sameLogicalType(a.LogicalType(), b.LogicalType()) ||
+			(a.PhysicalType() == parquet.Types.FixedLenByteArray && a.TypeLength() != b.TypeLength()) ||
+			a.MaxDefinitionLevel() != b.MaxDefinitionLevel() || a.MaxRepetitionLevel() != b.MaxRepetitionLevel() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLogicalType compares what two annotations say of the values. A
+// timestamp's other fields (whether it came from, or must also be written
+// as, a converted type) are how a schema was built, not what it holds.
+func sameLogicalType(a, b schema.LogicalType) bool {
+	ta, ok := a.(*schema.TimestampLogicalType)
+	tb, ok2 := b.(*schema.TimestampLogicalType)
+	if ok && ok2 {
+		return ta.IsAdjustedToUTC() == tb.IsAdjustedToUTC() && ta.TimeUnit() == tb.TimeUnit()
+	}
+	return a.Equals(b)
+}
+
+// copySource copies rows of one input file at a time, leaf by leaf. Its
+// buffers are kept from file to file: the files of a group it copies all
+// have the same leaves.
+type copySource struct {
+	pf     *file.Reader
+	leaves []leafCopier
+}
+
+// open starts copying the rows of pf.
+func (s *copySource) open(pf *file.Reader) error {
+	sc := pf.MetaData().Schema
+	if s.leaves != nil && len(s.leaves) != sc.NumColumns() {
+		return fmt.Errorf("%d columns, the files before %d", sc.NumColumns(), len(s.leaves))
+	}
+	if s.leaves == nil {
+		s.leaves = make([]leafCopier, sc.NumColumns())
+		for i := range sc.NumColumns() {
+			l, err := newLeafCopier(i, sc.Column(i))
+			if err != nil {
+				return err
+			}
+			s.leaves[i] = l
+		}
+	}
+	s.pf = pf
+	for i, l := range s.leaves {
+		if err := l.open(pf, sc.Column(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish checks that no leaf holds rows beyond those copied: a file whose
+// columns hold more rows than its footer says is not rewritten.
+func (s *copySource) finish() error {
+	for i, l := range s.leaves {
+		if l.more() {
+			return fmt.Errorf("column %s holds more rows than the footer says", s.pf.MetaData().Schema.Column(i).Path())
+		}
+	}
+	return nil
+}
+
+// copyRows copies the next n rows (fewer at the end of the file) into the
+// row group rg, or drops them when rg is nil, and returns how many it
+// copied. Every leaf must yield the same number of rows.
+func (s *copySource) copyRows(rg file.BufferedRowGroupWriter, n int64) (int64, error) {
+	var rows int64
+	for i, l := range s.leaves {
+		var cw file.ColumnChunkWriter
+		if rg != nil {
+			var err error
+			if cw, err = rg.Column(i); err != nil {
+				return 0, fmt.Errorf("column %d of the output: %w", i, err)
+			}
+		}
+		got, err := l.copyRows(cw, n)
+		if err != nil {
+			return 0, fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
+		}
+		if i == 0 {
+			rows = got
+		} else if got != rows {
+			return 0, fmt.Errorf("column %s has %d rows where column %s has %d",
+				s.pf.MetaData().Schema.Column(i).Path(), got, s.pf.MetaData().Schema.Column(0).Path(), rows)
+		}
+	}
+	return rows, nil
+}
+
+// leafCopier copies the rows of one leaf column across the file's row groups.
+type leafCopier interface {
+	open(pf *file.Reader, d *schema.Column) error
+	copyRows(w file.ColumnChunkWriter, n int64) (int64, error)
+	// more reports whether the file holds rows of the column not copied.
+	more() bool
+}
+
+type levelReader[T any] interface {
+	file.ColumnChunkReader
+	ReadBatchInPage(batch int64, values []T, def, rep []int16) (int64, int, error)
+}
+
+type levelWriter[T any] interface {
+	WriteBatch(values []T, def, rep []int16) (int64, error)
+}
+
+func newLeafCopier(col int, d *schema.Column) (leafCopier, error) {
+	switch d.PhysicalType() {
+	case parquet.Types.Boolean:
+		return newLeaf[bool](col, d, nil), nil
+	case parquet.Types.Int32:
+		return newLeaf[int32](col, d, nil), nil
+	case parquet.Types.Int64:
+		return newLeaf[int64](col, d, nil), nil
+	case parquet.Types.Int96:
+		return newLeaf[parquet.Int96](col, d, nil), nil
+	case parquet.Types.Float:
+		return newLeaf[float32](col, d, nil), nil
+	case parquet.Types.Double:
+		return newLeaf[float64](col, d, nil), nil
+	case parquet.Types.ByteArray:
+		return newLeaf(col, d, func(b parquet.ByteArray) []byte { return b }), nil
+	case parquet.Types.FixedLenByteArray:
+		return newLeaf(col, d, func(b parquet.FixedLenByteArray) []byte { return b }), nil
+	}
+	return nil, fmt.Errorf("column %s: physical type %s", d.Path(), d.PhysicalType())
+}
+
+// leafRead is how many levels a leaf asks for at least in one read.
+const leafRead = 4096
+
+// leaf copies one column. The levels and values of the rows asked for are
+// gathered, across pages and row groups, and written in one call per leaf,
+// as pqarrow writes a record batch: the column writer checks page size and
+// dictionary cost at the same points, so pages and encodings come out as
+// pqarrow's do. Pending levels always start at a row; of a repeated
+// column, the last row read may go on in the next read.
+//
+// Byte array values point into the reader's page buffer, which the next
+// page overwrites: before each read, pending ones are copied into arena.
+type leaf[T any] struct {
+	pf             *file.Reader
+	col            int
+	maxDef, maxRep int16
+	bytesOf        func(T) []byte // nil unless values are byte arrays
+
+	rowGroup int // next row group to open
+	rd       levelReader[T]
+	chunkEnd bool // rd has no more levels: every pending row is complete
+
+	vals         []T
+	def, rep     []int16
+	levels       int // pending levels
+	values       int // pending values
+	owned        int // pending values already in arena
+	arena, spare []byte
+}
+
+func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] {
+	l := &leaf[T]{col: col, maxDef: d.MaxDefinitionLevel(), maxRep: d.MaxRepetitionLevel(), bytesOf: bytesOf}
+	l.grow(leafRead)
+	return l
+}
+
+// open starts on the column of another file, which must store it alike.
+func (l *leaf[T]) open(pf *file.Reader, d *schema.Column) error {
+	if d.MaxDefinitionLevel() != l.maxDef || d.MaxRepetitionLevel() != l.maxRep {
+		return fmt.Errorf("column %s: levels %d/%d, the files before %d/%d", d.Path(),
+			d.MaxDefinitionLevel(), d.MaxRepetitionLevel(), l.maxDef, l.maxRep)
+	}
+	if l.levels > 0 {
+		return fmt.Errorf("column %s: %d levels of the file before left", d.Path(), l.levels)
+	}
+	l.pf, l.rowGroup, l.rd, l.chunkEnd = pf, 0, nil, false
+	l.values, l.owned = 0, 0
+	l.arena, l.spare = l.arena[:0], l.spare[:0]
+	return nil
+}
+
+func (l *leaf[T]) copyRows(cw file.ColumnChunkWriter, n int64) (int64, error) {
+	var w levelWriter[T]
+	if cw != nil {
+		var ok bool
+		if w, ok = cw.(levelWriter[T]); !ok {
+			return 0, fmt.Errorf("output column writer %T for values of %T", cw, *new(T))
+		}
+	}
+	for {
+		rows, levels, values := l.complete(n)
+		if rows == n {
+			return rows, l.write(w, levels, values)
+		}
+		more, err := l.fill(n)
+		if err != nil {
+			return 0, err
+		}
+		if !more {
+			// The column has no more rows: all pending ones are complete.
+			return rows, l.write(w, levels, values)
+		}
+	}
+}
+
+// complete returns how many of the pending rows, at most n, are complete,
+// and the levels and values they span.
+func (l *leaf[T]) complete(n int64) (rows int64, levels, values int) {
+	if l.levels == 0 {
+		return 0, 0, 0
+	}
+	if l.maxRep == 0 {
+		levels = int(min(n, int64(l.levels)))
+		rows = int64(levels)
+	} else {
+		levels = l.levels
+		for i := 1; i < l.levels; i++ {
+			if l.rep[i] == 0 {
+				if rows++; rows == n {
+					levels = i
+					break
+				}
+			}
+		}
+		if levels == l.levels {
+			if l.chunkEnd {
+				rows++ // rows never span row groups
+			} else {
+				// The last pending row may go on in the next read.
+				for levels = l.levels - 1; levels > 0 && l.rep[levels] != 0; levels-- {
+				}
+			}
+		}
+	}
+	if l.maxDef == 0 {
+		return rows, levels, levels
+	}
+	for _, d := range l.def[:levels] {
+		if d == l.maxDef {
+			values++
+		}
+	}
+	return rows, levels, values
+}
+
+// write writes (or, without a writer, drops) the first pending levels and
+// values and keeps the rest pending.
+func (l *leaf[T]) write(w levelWriter[T], levels, values int) error {
+	if w != nil && levels > 0 {
+		var def, rep []int16
+		if l.def != nil {
+			def = l.def[:levels]
+		}
+		if l.rep != nil {
+			rep = l.rep[:levels]
+		}
+		if _, err := w.WriteBatch(l.vals[:values], def, rep); err != nil {
+			return err
+		}
+	}
+	if l.def != nil {
+		copy(l.def, l.def[levels:l.levels])
+	}
+	if l.rep != nil {
+		copy(l.rep, l.rep[levels:l.levels])
+	}
+	copy(l.vals, l.vals[values:l.values])
+	l.levels -= levels
+	l.values -= values
+	l.owned = max(0, l.owned-values)
+	if l.bytesOf != nil {
+		// The values still pending that point into arena move to spare,
+		// so that arena can be filled again from its start.
+		l.spare = l.spare[:0]
+		for i := range l.owned {
+			l.vals[i] = l.keep(&l.spare, l.vals[i])
+		}
+		l.arena, l.spare = l.spare, l.arena
+	}
+	return nil
+}
+
+// keep copies v's bytes to the end of *buf and returns v pointing there.
+func (l *leaf[T]) keep(buf *[]byte, v T) T {
+	b := l.bytesOf(v)
+	start := len(*buf)
+	*buf = append(*buf, b...)
+	kept := (*buf)[start:len(*buf):len(*buf)]
+	switch any(v).(type) {
+	case parquet.ByteArray:
+		return any(parquet.ByteArray(kept)).(T)
+	default:
+		return any(parquet.FixedLenByteArray(kept)).(T)
+	}
+}
+
+func (l *leaf[T]) more() bool {
+	if l.levels > 0 || (l.rd != nil && l.rd.HasNext()) {
+		return true
+	}
+	for rg := l.rowGroup; rg < l.pf.NumRowGroups(); rg++ {
+		if l.pf.MetaData().RowGroup(rg).NumRows() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fill reads more levels, moving on to the next row group at the end of a
+// chunk; false when the column has no more rows. need bounds the read of
+// a column without repetition, where a level is a row.
+func (l *leaf[T]) fill(need int64) (bool, error) {
+	if l.bytesOf != nil {
+		// Reading on may load the next page over these values.
+		for i := l.owned; i < l.values; i++ {
+			l.vals[i] = l.keep(&l.arena, l.vals[i])
+		}
+		l.owned = l.values
+	}
+	for l.rd == nil || !l.rd.HasNext() {
+		if l.rd != nil {
+			if err := l.rd.Err(); err != nil {
+				return false, err
+			}
+			if l.levels > 0 && !l.chunkEnd {
+				// complete may now count the last pending row.
+				l.chunkEnd = true
+				return true, nil
+			}
+		}
+		if l.rowGroup >= l.pf.NumRowGroups() {
+			return false, nil
+		}
+		cr, err := l.pf.RowGroup(l.rowGroup).Column(l.col)
+		if err != nil {
+			return false, fmt.Errorf("row group %d: %w", l.rowGroup, err)
+		}
+		rd, ok := cr.(levelReader[T])
+		if !ok {
+			return false, fmt.Errorf("row group %d: column reader %T for values of %T", l.rowGroup, cr, *new(T))
+		}
+		l.rowGroup++
+		l.rd, l.chunkEnd = rd, false
+	}
+	batch := leafRead
+	if l.maxRep == 0 {
+		batch = max(int(need)-l.levels, 1)
+	}
+	l.grow(batch)
+	var def, rep []int16
+	if l.def != nil {
+		def = l.def[l.levels:]
+	}
+	if l.rep != nil {
+		rep = l.rep[l.levels:]
+	}
+	levels, values, err := l.rd.ReadBatchInPage(int64(batch), l.vals[l.values:], def, rep)
+	if err != nil {
+		return false, err
+	}
+	l.levels += int(levels)
+	l.values += values
+	return true, nil
+}
+
+// grow makes room for batch more levels and values after the pending ones.
+func (l *leaf[T]) grow(batch int) {
+	if need := l.values + batch; need > len(l.vals) {
+		l.vals = append(l.vals, make([]T, need-len(l.vals))...)
+	}
+	if need := l.levels + batch; l.maxDef > 0 && need > len(l.def) {
+		l.def = append(l.def, make([]int16, need-len(l.def))...)
+	}
+	if need := l.levels + batch; l.maxRep > 0 && need > len(l.rep) {
+		l.rep = append(l.rep, make([]int16, need-len(l.rep))...)
+	}
+}
