@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"iter"
 	"log/slog"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
@@ -81,7 +81,7 @@ type Runner struct {
 	log      *slog.Logger
 	now      func() time.Time
 	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
-	writeAlloc memory.Allocator
+	writeAlloc *offheap.Allocator
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -105,7 +105,7 @@ type Deps struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 	// WriteAlloc backs compaction's Parquet writers; nil: the Go heap.
-	WriteAlloc memory.Allocator
+	WriteAlloc *offheap.Allocator
 }
 
 func NewRunner(d Deps) *Runner {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"io"
 	"log/slog"
 	"maps"
@@ -23,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/metrics"
@@ -45,10 +45,10 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	// writeAlloc backs compaction's Parquet writers.
-	writeAlloc memory.Allocator
+	writeAlloc *offheap.Allocator
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc memory.Allocator) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc *offheap.Allocator) error {
 	g := &globals{stdout: stdout, stderr: stderr, writeAlloc: writeAlloc}
 	root := &cobra.Command{
 		Use:           "maintainer",

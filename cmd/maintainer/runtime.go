@@ -59,15 +59,22 @@ func writerAllocator(limit int64) *offheap.Allocator {
 	if limit == math.MaxInt64 {
 		return offheap.New()
 	}
-	var mu sync.Mutex
-	step := int64(-1)
-	return offheap.New(offheap.OnChange(func(mapped int64) {
+	var (
+		mu   sync.Mutex
+		step = int64(-1)
+		a    *offheap.Allocator
+	)
+	a = offheap.New(offheap.OnChange(func(int64) {
 		mu.Lock()
 		defer mu.Unlock()
+		// Read now, under mu: calls for concurrent changes may come in
+		// any order, and the last one must leave the current figure.
+		mapped := a.Mapped()
 		// In steps of 8 MiB: each change re-paces the collector.
 		if s := mapped >> 23; s != step {
 			step = s
 			debug.SetMemoryLimit(max(limit-mapped, limit/4))
 		}
 	}))
+	return a
 }

@@ -45,7 +45,8 @@ func MinSize(n int) Option { return func(a *Allocator) { a.minSize = n } }
 
 // OnChange is called, outside the allocator's lock, with the bytes mapped
 // after every mapping, growth and unmapping (for a soft memory limit that
-// must leave room for them).
+// must leave room for them). Calls may run concurrently and out of order:
+// read Mapped for the current figure.
 func OnChange(fn func(mapped int64)) Option { return func(a *Allocator) { a.onChange = fn } }
 
 // Guard makes a freed mapping inaccessible for good instead of unmapping
@@ -79,7 +80,7 @@ func (a *Allocator) Allocate(n int) []byte {
 	if err != nil {
 		return a.heap.Allocate(n)
 	}
-	a.track(m, nil)
+	a.track(m)
 	return m[:n]
 }
 
@@ -89,15 +90,7 @@ func (a *Allocator) Reallocate(n int, b []byte) []byte {
 	if cap(b) >= n {
 		return b[:n]
 	}
-	if old := a.region(b); old != nil {
-		if m, err := remapPages(old, n); err == nil {
-			a.track(m, old)
-			return m[:n]
-		}
-		// The mapping could not grow: copy into a new buffer.
-		nb := a.Allocate(n)
-		copy(nb, b)
-		a.Free(b)
+	if nb, ok := a.grow(n, b); ok {
 		return nb
 	}
 	if n < a.minSize {
@@ -108,14 +101,59 @@ func (a *Allocator) Reallocate(n int, b []byte) []byte {
 	return nb
 }
 
+// grow grows a mapped buffer; false when b is not mapped.
+func (a *Allocator) grow(n int, b []byte) ([]byte, bool) {
+	a.mu.Lock()
+	old := a.regions[base(b[:1])]
+	if old == nil {
+		a.mu.Unlock()
+		return nil, false
+	}
+	var m []byte
+	var err error
+	if a.guard {
+		// A new mapping, the old one made inaccessible: a slice kept
+		// across the growth faults instead of reading reused memory.
+		if m, err = mapPages(n); err == nil {
+			copy(m, old)
+			_ = protectPages(old)
+		}
+	} else {
+		// Under the lock: mremap frees the old range inside the call, and
+		// another mapping may get it before the old entry is dropped.
+		m, err = remapPages(old, n)
+	}
+	if err != nil {
+		a.mu.Unlock()
+		// The mapping could not grow: copy into a new buffer.
+		nb := a.Allocate(n)
+		copy(nb, b)
+		a.Free(b)
+		return nb, true
+	}
+	delete(a.regions, base(old))
+	a.regions[base(m)] = m
+	a.mapped += int64(len(m) - len(old))
+	mapped := a.mapped
+	a.mu.Unlock()
+	a.changed(mapped)
+	return m[:n], true
+}
+
 // Free releases a mapped buffer; heap buffers are left to the garbage
 // collector.
 func (a *Allocator) Free(b []byte) {
-	m := a.region(b)
-	if m == nil {
+	if cap(b) == 0 {
 		return
 	}
 	a.mu.Lock()
+	m := a.regions[base(b[:1])]
+	if m == nil {
+		a.mu.Unlock()
+		return
+	}
+	// Dropped before the range is unmapped, so that no other mapping of
+	// the same addresses can be tracked and then dropped here.
 	delete(a.regions, base(m))
 	a.mapped -= int64(len(m))
 	mapped := a.mapped
@@ -128,22 +166,17 @@ func (a *Allocator) Free(b []byte) {
 	a.changed(mapped)
 }
 
-// region returns the whole mapping b starts, or nil when b is not mapped.
-func (a *Allocator) region(b []byte) []byte {
+func (a *Allocator) isMapped(b []byte) bool {
 	if cap(b) == 0 {
-		return nil
+		return false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.regions[base(b[:1])]
+	return a.regions[base(b[:1])] != nil
 }
 
-func (a *Allocator) track(m, old []byte) {
+func (a *Allocator) track(m []byte) {
 	a.mu.Lock()
-	if old != nil {
-		delete(a.regions, base(old))
-		a.mapped -= int64(len(old))
-	}
 	a.regions[base(m)] = m
 	a.mapped += int64(len(m))
 	mapped := a.mapped
@@ -158,3 +191,88 @@ func (a *Allocator) changed(mapped int64) {
 }
 
 var _ memory.Allocator = (*Allocator)(nil)
+
+// Scope is an allocator for one user of the parent's (one Parquet file
+// writer) that can free, at once, every mapped buffer it handed out and
+// that was not freed: a writer abandoned after an error may never free
+// its own. After Release, freeing through the scope does nothing, so a
+// buffer freed late (arrow-go frees bloom filters from a GC cleanup) is
+// not freed twice.
+type Scope struct {
+	a        *Allocator
+	mu       sync.Mutex
+	live     map[uintptr]struct{}
+	released bool
+}
+
+// Scope returns a new scope of a.
+func (a *Allocator) Scope() *Scope { return &Scope{a: a, live: map[uintptr]struct{}{}} }
+
+func (s *Scope) Allocate(n int) []byte {
+	s.mu.Lock()
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		return s.a.heap.Allocate(n)
+	}
+	b := s.a.Allocate(n)
+	s.note(nil, b)
+	return b
+}
+
+func (s *Scope) Reallocate(n int, b []byte) []byte {
+	s.mu.Lock()
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		return s.a.heap.Reallocate(n, b)
+	}
+	nb := s.a.Reallocate(n, b)
+	s.note(b, nb)
+	return nb
+}
+
+func (s *Scope) Free(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released || cap(b) == 0 {
+		return
+	}
+	delete(s.live, base(b[:1]))
+	s.a.Free(b)
+}
+
+// note records that old (if any) became nb.
+func (s *Scope) note(old, nb []byte) {
+	mapped := s.a.isMapped(nb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cap(old) > 0 {
+		delete(s.live, base(old[:1]))
+	}
+	if mapped {
+		s.live[base(nb[:1])] = struct{}{}
+	}
+}
+
+// Release frees every mapped buffer of the scope not freed yet. The
+// scope's user must be done with them.
+func (s *Scope) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	for p := range s.live {
+		s.a.mu.Lock()
+		m := s.a.regions[p]
+		s.a.mu.Unlock()
+		if m != nil {
+			s.a.Free(m)
+		}
+	}
+	clear(s.live)
+}
+
+var _ memory.Allocator = (*Scope)(nil)

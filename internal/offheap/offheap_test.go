@@ -85,3 +85,29 @@ func TestGuardFaultsOnUseAfterFree(t *testing.T) {
 
 // readSink keeps the compiler from dropping the read of a freed buffer.
 var readSink byte
+
+// A scope frees what its abandoned user never freed, and a late free of
+// such a buffer does not unmap a mapping that reused its addresses.
+func TestScopeReleasesWhatWasNotFreed(t *testing.T) {
+	a := New()
+	s := a.Scope()
+	kept := s.Allocate(1 << 20)
+	grown := s.Reallocate(3<<20, s.Allocate(512<<10))
+	freed := s.Allocate(1 << 20)
+	s.Free(freed)
+	if want := int64(4 << 20); a.Mapped() != want {
+		t.Fatalf("mapped %d; want %d", a.Mapped(), want)
+	}
+	s.Release()
+	if a.Mapped() != 0 {
+		t.Fatalf("mapped %d after Release; want 0", a.Mapped())
+	}
+	other := a.Allocate(1 << 20) // may reuse kept's addresses
+	other[0] = 7
+	s.Free(kept) // late, as a GC cleanup would
+	s.Free(grown)
+	if a.Mapped() != 1<<20 || other[0] != 7 {
+		t.Fatalf("a late free through the released scope unmapped another buffer: mapped %d", a.Mapped())
+	}
+	a.Free(other)
+}

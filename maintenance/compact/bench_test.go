@@ -2,7 +2,6 @@ package compact
 
 import (
 	"context"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"log/slog"
 	"os"
@@ -71,7 +70,7 @@ func BenchmarkRewriteGroups(b *testing.B) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var alloc memory.Allocator = offheap.New()
+	alloc := offheap.New()
 	if os.Getenv("BENCH_OFFHEAP") == "0" {
 		alloc = nil
 	}

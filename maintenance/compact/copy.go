@@ -54,6 +54,7 @@ func sameLogicalType(a, b schema.LogicalType) bool {
 type copySource struct {
 	pf     *file.Reader
 	leaves []leafCopier
+	fail   func(col int) error // test hook
 }
 
 // open starts copying the rows of pf.
@@ -85,7 +86,11 @@ func (s *copySource) open(pf *file.Reader) error {
 // columns hold more rows than its footer says is not rewritten.
 func (s *copySource) finish() error {
 	for i, l := range s.leaves {
-		if l.more() {
+		more, err := l.more()
+		if err != nil {
+			return fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
+		}
+		if more {
 			return fmt.Errorf("column %s holds more rows than the footer says", s.pf.MetaData().Schema.Column(i).Path())
 		}
 	}
@@ -106,6 +111,9 @@ func (s *copySource) copyRows(rg file.BufferedRowGroupWriter, n int64) (int64, e
 			}
 		}
 		got, err := l.copyRows(cw, n)
+		if err == nil && s.fail != nil {
+			err = s.fail(i)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
 		}
@@ -124,7 +132,7 @@ type leafCopier interface {
 	open(pf *file.Reader, d *schema.Column) error
 	copyRows(w file.ColumnChunkWriter, n int64) (int64, error)
 	// more reports whether the file holds rows of the column not copied.
-	more() bool
+	more() (bool, error)
 }
 
 type levelReader[T any] interface {
@@ -186,6 +194,12 @@ type leaf[T any] struct {
 	values       int // pending values
 	owned        int // pending values already in arena
 	arena, spare []byte
+
+	// Of a repeated column: the pending levels scanned, the values among
+	// them, and where each row after the first starts, with the values
+	// before it (see scan).
+	scanned, scannedValues int
+	starts, valuesBefore   []int
 }
 
 func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] {
@@ -204,7 +218,10 @@ func (l *leaf[T]) open(pf *file.Reader, d *schema.Column) error {
 		return fmt.Errorf("column %s: %d levels of the file before left", d.Path(), l.levels)
 	}
 	l.pf, l.rowGroup, l.rd, l.chunkEnd = pf, 0, nil, false
+	clear(l.vals)
 	l.values, l.owned = 0, 0
+	l.scanned, l.scannedValues = 0, 0
+	l.starts, l.valuesBefore = l.starts[:0], l.valuesBefore[:0]
 	l.arena, l.spare = l.arena[:0], l.spare[:0]
 	return nil
 }
@@ -234,43 +251,52 @@ func (l *leaf[T]) copyRows(cw file.ColumnChunkWriter, n int64) (int64, error) {
 }
 
 // complete returns how many of the pending rows, at most n, are complete,
-// and the levels and values they span.
+// and the levels and values they span. What it learns of the pending
+// levels is kept, so that each level is looked at once however many reads
+// a batch takes.
 func (l *leaf[T]) complete(n int64) (rows int64, levels, values int) {
 	if l.levels == 0 {
 		return 0, 0, 0
 	}
 	if l.maxRep == 0 {
+		// A level is a row; a read never goes past the rows asked for.
 		levels = int(min(n, int64(l.levels)))
-		rows = int64(levels)
-	} else {
-		levels = l.levels
-		for i := 1; i < l.levels; i++ {
-			if l.rep[i] == 0 {
-				if rows++; rows == n {
-					levels = i
-					break
-				}
-			}
-		}
 		if levels == l.levels {
-			if l.chunkEnd {
-				rows++ // rows never span row groups
-			} else {
-				// The last pending row may go on in the next read.
-				for levels = l.levels - 1; levels > 0 && l.rep[levels] != 0; levels-- {
-				}
+			return int64(levels), levels, l.values
+		}
+		for _, d := range l.def[:levels] {
+			if l.maxDef == 0 || d == l.maxDef {
+				values++
 			}
 		}
+		return int64(levels), levels, values
 	}
-	if l.maxDef == 0 {
-		return rows, levels, levels
+	l.scan()
+	switch k := int64(len(l.starts)); {
+	case k >= n:
+		return n, l.starts[n-1], l.valuesBefore[n-1]
+	case l.chunkEnd:
+		return k + 1, l.levels, l.values // rows never span row groups
+	case k > 0:
+		// The last pending row may go on in the next read.
+		return k, l.starts[k-1], l.valuesBefore[k-1]
 	}
-	for _, d := range l.def[:levels] {
-		if d == l.maxDef {
-			values++
+	return 0, 0, 0
+}
+
+// scan records, for the pending levels not scanned yet, where each row
+// after the first starts and how many values come before it.
+func (l *leaf[T]) scan() {
+	for ; l.scanned < l.levels; l.scanned++ {
+		i := l.scanned
+		if i > 0 && l.rep[i] == 0 {
+			l.starts = append(l.starts, i)
+			l.valuesBefore = append(l.valuesBefore, l.scannedValues)
+		}
+		if l.def[i] == l.maxDef {
+			l.scannedValues++
 		}
 	}
-	return rows, levels, values
 }
 
 // write writes (or, without a writer, drops) the first pending levels and
@@ -295,9 +321,25 @@ func (l *leaf[T]) write(w levelWriter[T], levels, values int) error {
 		copy(l.rep, l.rep[levels:l.levels])
 	}
 	copy(l.vals, l.vals[values:l.values])
+	clear(l.vals[l.values-values : l.values]) // no stale references to pages or arenas
 	l.levels -= levels
 	l.values -= values
 	l.owned = max(0, l.owned-values)
+	if l.maxRep > 0 {
+		// Rows were written whole: levels is a row start or the end.
+		m := 0
+		for m < len(l.starts) && l.starts[m] <= levels {
+			m++
+		}
+		l.starts = append(l.starts[:0], l.starts[m:]...)
+		l.valuesBefore = append(l.valuesBefore[:0], l.valuesBefore[m:]...)
+		for i := range l.starts {
+			l.starts[i] -= levels
+			l.valuesBefore[i] -= values
+		}
+		l.scanned -= levels
+		l.scannedValues -= values
+	}
 	if l.bytesOf != nil {
 		// The values still pending that point into arena move to spare,
 		// so that arena can be filled again from its start.
@@ -324,16 +366,19 @@ func (l *leaf[T]) keep(buf *[]byte, v T) T {
 	}
 }
 
-func (l *leaf[T]) more() bool {
+func (l *leaf[T]) more() (bool, error) {
 	if l.levels > 0 || (l.rd != nil && l.rd.HasNext()) {
-		return true
+		return true, nil
+	}
+	if l.rd != nil && l.rd.Err() != nil {
+		return false, l.rd.Err()
 	}
 	for rg := l.rowGroup; rg < l.pf.NumRowGroups(); rg++ {
 		if l.pf.MetaData().RowGroup(rg).NumRows() > 0 {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // fill reads more levels, moving on to the next row group at the end of a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -21,6 +22,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 // The direct path rewrites a group that needs nothing but its rows moved:
@@ -46,7 +49,9 @@ type directTable struct {
 	out  *parquetOutput
 	meta table.Metadata
 	spec iceberg.PartitionSpec
-	mem  memory.Allocator
+	mem  memory.Allocator // the readers'
+	// alloc backs the writers' buffers, a scope per file; nil: the heap.
+	alloc *offheap.Allocator
 	// footerKV is the key-value metadata pqarrow writes in the footer (the
 	// Arrow schema), which copy mode writes too.
 	footerKV  metadata.KeyValueMetadata
@@ -56,8 +61,9 @@ type directTable struct {
 }
 
 // newDirectTable prepares the direct path for tbl, its writers allocating
-// from writeMem (nil: the Go heap), or says why the table cannot take it.
-func newDirectTable(tbl *table.Table, writeMem memory.Allocator) (*directTable, string) {
+// from scopes of alloc (nil: the Go heap), or says why the table cannot
+// take it.
+func newDirectTable(tbl *table.Table, alloc *offheap.Allocator) (*directTable, string) {
 	meta := tbl.Metadata()
 	props := meta.Properties()
 	switch {
@@ -74,10 +80,7 @@ func newDirectTable(tbl *table.Table, writeMem memory.Allocator) (*directTable, 
 	}
 	spec := meta.PartitionSpec()
 	mem := memory.NewGoAllocator()
-	if writeMem == nil {
-		writeMem = mem
-	}
-	out, why := parquetOutputFor(sc, props, writeMem)
+	out, why := parquetOutputFor(sc, props, mem)
 	if out == nil {
 		return nil, why
 	}
@@ -85,7 +88,7 @@ func newDirectTable(tbl *table.Table, writeMem memory.Allocator) (*directTable, 
 	if err != nil {
 		return nil, err.Error()
 	}
-	return &directTable{out: out, meta: meta, spec: spec, mem: mem, footerKV: kv,
+	return &directTable{out: out, meta: meta, spec: spec, mem: mem, alloc: alloc, footerKV: kv,
 		maxRows: parquet.NewWriterProperties(out.writer...).MaxRowGroupLength(), writeUUID: uuid.New()}, ""
 }
 
@@ -240,6 +243,10 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 				}
 			}
 			if mode == modeCopy {
+				w.src.fail = nil
+				if e.opts.failColumn != nil {
+					w.src.fail = func(col int) error { return e.opts.failColumn(i, col) }
+				}
 				n, err := w.copyFile(ctx, pf, int64(e.opts.ArrowBatchRows), drop)
 				rowsRead += n
 				if err == nil && n != pf.NumRows() {
@@ -310,6 +317,7 @@ type directWriter struct {
 	pw      *file.Writer                // copy mode
 	rg      file.BufferedRowGroupWriter // copy mode: the open row group
 	src     copySource                  // copy mode: the input file
+	scope   *offheap.Scope              // the open file's buffers, when mapped
 	files   []iceberg.DataFile
 }
 
@@ -451,7 +459,13 @@ func (w *directWriter) open() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	w.path, w.sink, w.counter = path, sink, &countingWriter{w: sink}
-	props := parquet.NewWriterProperties(w.d.out.writer...)
+	wp, ap := w.d.out.writer, w.d.out.arrowWriter
+	if w.d.alloc != nil {
+		w.scope = w.d.alloc.Scope()
+		wp = append(slices.Clip(wp), parquet.WithAllocator(w.scope))
+		ap = pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(w.scope), pqarrow.WithStoreSchema())
+	}
+	props := parquet.NewWriterProperties(wp...)
 	if w.mode == modeCopy {
 		w.pw, err = file.NewParquetWriterWithError(w.counter, w.d.out.parquet.Root(),
 			file.WithWriterProps(props), file.WithWriteMetadata(w.d.footerKV))
@@ -459,7 +473,7 @@ func (w *directWriter) open() error {
 			err = w.newRowGroup()
 		}
 	} else {
-		w.fw, err = pqarrow.NewFileWriter(w.d.out.arrow, w.counter, props, w.d.out.arrowWriter)
+		w.fw, err = pqarrow.NewFileWriter(w.d.out.arrow, w.counter, props, ap)
 	}
 	if err != nil {
 		w.abort()
@@ -477,16 +491,16 @@ func (w *directWriter) close() error {
 	if w.fw != nil {
 		err = w.fw.Close()
 	} else {
-		if err = w.rg.Close(); err == nil {
-			err = w.pw.Close()
-		}
+		err = w.pw.Close() // closes the open row group first
 	}
 	if cerr := w.sink.Close(); err == nil {
 		err = cerr
 	}
-	path := w.path
-	w.fw, w.pw, w.rg, w.sink, w.path = nil, nil, nil, nil, ""
+	path, scope := w.path, w.scope
+	w.fw, w.pw, w.rg, w.sink, w.path, w.scope = nil, nil, nil, nil, "", nil
 	if err != nil {
+		// A writer that failed to close may not have freed its buffers.
+		releaseScope(scope)
 		_ = w.fs.Remove(path)
 		return fmt.Errorf("finish %s: %w", path, err)
 	}
@@ -513,10 +527,19 @@ func (w *directWriter) abort() error {
 	if w.pw != nil {
 		_ = w.pw.Close() // closes the open row group too
 	}
+	// A close that failed (columns of unequal rows after a read error)
+	// leaves buffers unfreed; the writer is dropped, so free them here.
+	releaseScope(w.scope)
 	_ = w.sink.Close()
 	err := w.fs.Remove(w.path)
-	w.fw, w.pw, w.rg, w.sink, w.path = nil, nil, nil, nil, ""
+	w.fw, w.pw, w.rg, w.sink, w.path, w.scope = nil, nil, nil, nil, "", nil
 	return err
+}
+
+func releaseScope(s *offheap.Scope) {
+	if s != nil {
+		s.Release()
+	}
 }
 
 // newPath names an output file as iceberg-go's writer does: the table's

@@ -91,7 +91,9 @@ func guarded(t *testing.T, opts Options) Options {
 	if opts.Allocator != nil {
 		return opts
 	}
-	a := offheap.New(offheap.Guard())
+	// Buffers from 16 KiB are mapped (the binary maps from 256 KiB), so
+	// that the small tables of the tests exercise mapped writer buffers.
+	a := offheap.New(offheap.Guard(), offheap.MinSize(16<<10))
 	t.Cleanup(func() {
 		if m := a.Mapped(); m != 0 {
 			t.Errorf("%d bytes of writer buffers never freed", m)
@@ -401,8 +403,24 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 // row stays, and what it wrote is deleted, the finished row groups of its
 // open file included.
 func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
-	for _, mode := range writeModes[:2] {
-		t.Run(mode.path, func(t *testing.T) {
+	cases := []struct {
+		name string
+		mode Options
+		// a column failing mid-batch leaves the row group's columns with
+		// unequal rows: its writer cannot close, and the buffers it holds
+		// must be freed all the same (the guard allocator checks).
+		column bool
+	}{
+		{"copy", writeModes[0].opts, false},
+		{"direct", writeModes[1].opts, false},
+		{"copy, a column failing mid-batch", writeModes[0].opts, true},
+	}
+	for _, tc := range cases {
+		mode := struct {
+			path string
+			opts Options
+		}{map[bool]string{true: "direct", false: "copy"}[tc.mode.noCopy], tc.mode}
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			f := newTable(t, 16, 1500, 1)
@@ -418,7 +436,7 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 			var written []string
 			opts := mode.opts
 			opts.onPath = log.hook
-			opts.failFile = func(i int) error {
+			fail := func(i int) error {
 				if i < 12 {
 					return nil
 				}
@@ -429,6 +447,16 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 					}
 				}
 				return errors.New("unreadable (test)")
+			}
+			if tc.column {
+				opts.failColumn = func(i, col int) error {
+					if col != 5 {
+						return nil
+					}
+					return fail(i)
+				}
+			} else {
+				opts.failFile = fail
 			}
 			res, err := Execute(ctx, f.cat, f.reload(t), plan, cfg, guarded(t, opts))
 			if err == nil || !strings.Contains(err.Error(), "unreadable (test)") || len(res.GroupsFailed) != 1 || res.GroupsCommitted != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	iofs "io/fs"
 	"log/slog"
 	"strconv"
@@ -18,6 +17,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 // Snapshot summary keys the maintainer writes on its own commits, so that
@@ -57,8 +58,8 @@ type Options struct {
 	WriteBufferBatches int
 	// Allocator backs the buffers of the direct path's Parquet writers,
 	// which hold a row group of pages until it is written (nil: the Go
-	// heap). The binary passes an offheap.Allocator.
-	Allocator memory.Allocator
+	// heap); each output file takes a scope of it.
+	Allocator *offheap.Allocator
 	// Test hooks: beforeCommit runs before each commit attempt; dropBatch
 	// loses the n-th batch between reader and writer, as a buggy writer
 	// would, to prove the row check catches it.
@@ -70,9 +71,11 @@ type Options struct {
 	onPath   func(g *Group, path, why string)
 	// noCopy keeps the direct path from copying leaf by leaf (Arrow mode
 	// only); failFile fails its reading of the i-th file of a group, after
-	// the files before it were written.
-	noCopy   bool
-	failFile func(i int) error
+	// the files before it were written; failColumn fails copy mode's
+	// reading of leaf col of the i-th file, mid-batch.
+	noCopy     bool
+	failFile   func(i int) error
+	failColumn func(i, col int) error
 }
 
 // Result is what a compaction run did.
