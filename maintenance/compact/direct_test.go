@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/iceberg-go/catalog"
 	"maps"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -633,29 +635,38 @@ func TestCopyModeReadsAcrossPagesAndRowGroups(t *testing.T) {
 				opt := gen.Options{Appends: 12, RowsPerAppend: 1500, Partitions: 2, Seed: 7, Properties: props}
 				cat, tbl, dir := testenv.GeneratedTable(t, opt)
 				f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
-				f.rows, f.sum = checksum(t, tbl)
-				if mode.path == "copy" {
-					in := liveDataFiles(t, tbl)[0].FilePath()
-					if rgs, pages := pageCount(t, in, "properties.key_value.value"); rgs < 5 || pages < 3*rgs {
-						t.Fatalf("input %s: %d row groups, %d pages of map values; want several of each", in, rgs, pages)
-					}
-				}
-				before := verifyTable(t, tbl)
-				var log pathLog
-				opts := mode.opts
-				opts.onPath = log.hook
-				compactAll(t, f, testConfig(), opts)
-				if got := log.all(); len(got) != 2 || slices.ContainsFunc(got, func(p string) bool { return p != mode.path }) {
-					t.Fatalf("paths %v (why %v), want %s", got, log.whys, mode.path)
-				}
-				if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
-					t.Fatalf("%s: verifier: %d rows %s after, %d rows %s before", mode.path, after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
-				}
-				out = append(out, filesByPartition(t, f))
+				out = append(out, compactInMode(t, f, mode.path, mode.opts, 2, "properties.key_value.value", 5, 3))
 			}
 			compareModes(t, out, 1)
 		})
 	}
+}
+
+// compactInMode compacts f's table in one write mode, after checking that
+// its first input has at least minRowGroups row groups and minPages pages
+// of column per row group, and that every group takes the mode; the rows
+// and the independent reader's checksum must not change. It returns the
+// files written, by partition.
+func compactInMode(t *testing.T, f *fixture, path string, opts Options, groups int, column string, minRowGroups, minPages int) map[string][]iceberg.DataFile {
+	t.Helper()
+	f.rows, f.sum = checksum(t, f.tbl)
+	if path == "copy" {
+		in := liveDataFiles(t, f.tbl)[0].FilePath()
+		if rgs, pages := pageCount(t, in, column); rgs < minRowGroups || pages < minPages*rgs {
+			t.Fatalf("input %s: %d row groups, %d pages of %s; want several of each", in, rgs, pages, column)
+		}
+	}
+	before := verifyTable(t, f.tbl)
+	var log pathLog
+	opts.onPath = log.hook
+	compactAll(t, f, testConfig(), opts)
+	if got := log.all(); len(got) != groups || slices.ContainsFunc(got, func(p string) bool { return p != path }) {
+		t.Fatalf("paths %v (why %v), want %s for %d groups", got, log.whys, path, groups)
+	}
+	if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
+		t.Fatalf("%s: verifier: %d rows %s after, %d rows %s before", path, after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+	}
+	return filesByPartition(t, f)
 }
 
 // pageCount counts the row groups of a Parquet file and the data pages of
@@ -730,4 +741,112 @@ func TestSamePhysicalLeaves(t *testing.T) {
 			t.Errorf("%s: same %v, want %v", tc.name, got, tc.same)
 		}
 	}
+}
+
+// Lists, structs and lists of structs, with nulls and empty lists at every
+// level, long lists that span pages, and several row groups per input:
+// copy mode carries their levels as they are and writes what iceberg-go
+// writes.
+func TestCopyModeNestedColumns(t *testing.T) {
+	ctx := context.Background()
+	sc := iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "tags", Type: &iceberg.ListType{ElementID: 3, Element: iceberg.PrimitiveTypes.String}},
+		iceberg.NestedField{ID: 4, Name: "point", Type: &iceberg.StructType{FieldList: []iceberg.NestedField{
+			{ID: 5, Name: "x", Type: iceberg.PrimitiveTypes.Float64, Required: true},
+			{ID: 6, Name: "label", Type: iceberg.PrimitiveTypes.String},
+		}}},
+		iceberg.NestedField{ID: 7, Name: "events", Type: &iceberg.ListType{ElementID: 8, ElementRequired: true, Element: &iceberg.StructType{FieldList: []iceberg.NestedField{
+			{ID: 9, Name: "kind", Type: iceberg.PrimitiveTypes.String, Required: true},
+			{ID: 10, Name: "scores", Type: &iceberg.ListType{ElementID: 11, Element: iceberg.PrimitiveTypes.Int32}},
+		}}}},
+	)
+	props := iceberg.Properties{
+		table.ParquetRowGroupLimitKey: "150",
+		table.ParquetPageSizeBytesKey: "1024",
+		table.ParquetPageRowLimitKey:  "64",
+		propDictEnabled:               "false",
+	}
+	row := func(i int) string {
+		var tags, events []string
+		for j := range i % 7 * (1 + i%3*20) { // up to 246 tags: lists that span pages
+			if j%5 == 4 {
+				tags = append(tags, "null")
+			} else {
+				tags = append(tags, fmt.Sprintf("%q", fmt.Sprintf("tag-%d-%d", i, j)))
+			}
+		}
+		for j := range i % 4 {
+			scores := "null"
+			if (i+j)%3 != 0 {
+				var s []string
+				for k := range (i + j) % 5 {
+					s = append(s, fmt.Sprint(i*k-j))
+				}
+				scores = "[" + strings.Join(s, ",") + "]"
+			}
+			events = append(events, fmt.Sprintf(`{"kind":"k%d","scores":%s}`, j, scores))
+		}
+		tagsJSON, point, eventsJSON := "null", "null", "null"
+		if i%6 != 0 {
+			tagsJSON = "[" + strings.Join(tags, ",") + "]"
+		}
+		if i%5 != 0 {
+			label := fmt.Sprintf("%q", fmt.Sprintf("p%d", i))
+			if i%3 == 0 {
+				label = "null"
+			}
+			point = fmt.Sprintf(`{"x":%d.5,"label":%s}`, i, label)
+		}
+		if i%8 != 0 {
+			eventsJSON = "[" + strings.Join(events, ",") + "]"
+		}
+		return fmt.Sprintf(`{"id":%d,"tags":%s,"point":%s,"events":%s}`, i, tagsJSON, point, eventsJSON)
+	}
+	var out []map[string][]iceberg.DataFile
+	for _, mode := range writeModes {
+		dir := t.TempDir()
+		cat, err := gen.OpenSQLiteCatalog(ctx, "nested", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		if err := cat.CreateNamespace(ctx, table.Identifier{"ns"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := cat.CreateTable(ctx, table.Identifier{"ns", "nested"}, sc, catalog.WithProperties(props))
+		if err != nil {
+			t.Fatal(err)
+		}
+		asc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for a := range 8 {
+			var lines []string
+			for i := a * 400; i < (a+1)*400; i++ {
+				lines = append(lines, row(i))
+			}
+			rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, asc, strings.NewReader("["+strings.Join(lines, ",")+"]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrTbl := array.NewTableFromRecords(asc, []arrow.RecordBatch{rec})
+			tx := tbl.NewTransaction()
+			if err := tx.AppendTable(ctx, arrTbl, 1<<20, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tbl, err = tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			arrTbl.Release()
+			rec.Release()
+		}
+		f := &fixture{cat: cat, tbl: tbl, dir: dir}
+		out = append(out, compactInMode(t, f, mode.path, mode.opts, 1, "tags.list.element", 2, 2))
+		if f.rows != 3200 {
+			t.Fatalf("%d rows; want the 3,200 appended", f.rows)
+		}
+	}
+	compareModes(t, out, 1)
 }
