@@ -48,38 +48,35 @@ func sameLogicalType(a, b schema.LogicalType) bool {
 	return a.Equals(b)
 }
 
-// copySource copies rows of one input file at a time, leaf by leaf. Its
-// buffers are kept from file to file: the files of a group it copies all
-// have the same leaves.
+// copySource copies rows of one input file at a time, leaf by leaf. It is
+// built for the output's leaves, which every file of a group in copy mode
+// stores alike (samePhysicalLeaves), and keeps its buffers from file to
+// file.
 type copySource struct {
 	pf     *file.Reader
 	leaves []leafCopier
 	fail   func(col int) error // test hook
 }
 
-// open starts copying the rows of pf.
-func (s *copySource) open(pf *file.Reader) error {
-	sc := pf.MetaData().Schema
-	if s.leaves != nil && len(s.leaves) != sc.NumColumns() {
-		return fmt.Errorf("%d columns, the files before %d", sc.NumColumns(), len(s.leaves))
-	}
-	if s.leaves == nil {
-		s.leaves = make([]leafCopier, sc.NumColumns())
-		for i := range sc.NumColumns() {
-			l, err := newLeafCopier(i, sc.Column(i))
-			if err != nil {
-				return err
-			}
-			s.leaves[i] = l
+func newCopySource(sc *schema.Schema) (*copySource, error) {
+	s := &copySource{leaves: make([]leafCopier, sc.NumColumns())}
+	for i := range sc.NumColumns() {
+		l, err := newLeafCopier(i, sc.Column(i))
+		if err != nil {
+			return nil, err
 		}
+		s.leaves[i] = l
 	}
+	return s, nil
+}
+
+// open starts copying the rows of pf. The file before was finished: no
+// leaf holds anything of it (finish).
+func (s *copySource) open(pf *file.Reader) {
 	s.pf = pf
-	for i, l := range s.leaves {
-		if err := l.open(pf, sc.Column(i)); err != nil {
-			return err
-		}
+	for _, l := range s.leaves {
+		l.open(pf)
 	}
-	return nil
 }
 
 // finish checks that no leaf holds rows beyond those copied: a file whose
@@ -129,7 +126,7 @@ func (s *copySource) copyRows(rg file.BufferedRowGroupWriter, n int64) (int64, e
 
 // leafCopier copies the rows of one leaf column across the file's row groups.
 type leafCopier interface {
-	open(pf *file.Reader, d *schema.Column) error
+	open(pf *file.Reader)
 	copyRows(w file.ColumnChunkWriter, n int64) (int64, error)
 	// more reports whether the file holds rows of the column not copied.
 	more() (bool, error)
@@ -208,22 +205,11 @@ func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] 
 	return l
 }
 
-// open starts on the column of another file, which must store it alike.
-func (l *leaf[T]) open(pf *file.Reader, d *schema.Column) error {
-	if d.MaxDefinitionLevel() != l.maxDef || d.MaxRepetitionLevel() != l.maxRep {
-		return fmt.Errorf("column %s: levels %d/%d, the files before %d/%d", d.Path(),
-			d.MaxDefinitionLevel(), d.MaxRepetitionLevel(), l.maxDef, l.maxRep)
-	}
-	if l.levels > 0 {
-		return fmt.Errorf("column %s: %d levels of the file before left", d.Path(), l.levels)
-	}
+// open starts on the column of the next file. Nothing is pending: the
+// file before was finished, and write cleared every value it wrote.
+func (l *leaf[T]) open(pf *file.Reader) {
 	l.pf, l.rowGroup, l.rd, l.chunkEnd = pf, 0, nil, false
-	clear(l.vals)
-	l.values, l.owned = 0, 0
-	l.scanned, l.scannedValues = 0, 0
-	l.starts, l.valuesBefore = l.starts[:0], l.valuesBefore[:0]
 	l.arena, l.spare = l.arena[:0], l.spare[:0]
-	return nil
 }
 
 func (l *leaf[T]) copyRows(cw file.ColumnChunkWriter, n int64) (int64, error) {

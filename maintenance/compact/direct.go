@@ -55,7 +55,6 @@ type directTable struct {
 	// footerKV is the key-value metadata pqarrow writes in the footer (the
 	// Arrow schema), which copy mode writes too.
 	footerKV  metadata.KeyValueMetadata
-	maxRows   int64 // write.parquet.row-group-limit
 	writeUUID uuid.UUID
 	files     atomic.Int64
 }
@@ -88,8 +87,7 @@ func newDirectTable(tbl *table.Table, alloc *offheap.Allocator) (*directTable, s
 	if err != nil {
 		return nil, err.Error()
 	}
-	return &directTable{out: out, meta: meta, spec: spec, mem: mem, alloc: alloc, footerKV: kv,
-		maxRows: parquet.NewWriterProperties(out.writer...).MaxRowGroupLength(), writeUUID: uuid.New()}, ""
+	return &directTable{out: out, meta: meta, spec: spec, mem: mem, alloc: alloc, footerKV: kv, writeUUID: uuid.New()}, ""
 }
 
 // pqarrowFooterKV is the key-value metadata of a file that pqarrow writes
@@ -222,6 +220,11 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 		return nil, 0, mode, err
 	}
 	w := &directWriter{d: d, fs: e.fs, g: g, target: e.plan.TargetFileSize, ctx: ctx, mode: mode}
+	if mode == modeCopy {
+		if w.src, err = newCopySource(d.out.parquet); err != nil {
+			return nil, 0, mode, err
+		}
+	}
 	defer func() {
 		if cerr := w.abort(); err == nil && cerr != nil {
 			err = cerr
@@ -249,9 +252,6 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 				}
 				n, err := w.copyFile(ctx, pf, int64(e.opts.ArrowBatchRows), drop)
 				rowsRead += n
-				if err == nil && n != pf.NumRows() {
-					err = fmt.Errorf("read %d rows, its footer says %d", n, pf.NumRows())
-				}
 				return err
 			}
 			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(e.opts.ArrowBatchRows)}, d.mem)
@@ -316,7 +316,7 @@ type directWriter struct {
 	fw      *pqarrow.FileWriter         // Arrow mode
 	pw      *file.Writer                // copy mode
 	rg      file.BufferedRowGroupWriter // copy mode: the open row group
-	src     copySource                  // copy mode: the input file
+	src     *copySource                 // copy mode: the input file
 	scope   *offheap.Scope              // the open file's buffers, when mapped
 	files   []iceberg.DataFile
 }
@@ -362,10 +362,8 @@ func (w *directWriter) write(rec arrow.RecordBatch) error {
 // write does record batches of that size: row groups are cut and files
 // rolled between batches. It returns the rows read.
 func (w *directWriter) copyFile(ctx context.Context, pf *file.Reader, batchRows int64, drop func() bool) (int64, error) {
-	src := &w.src
-	if err := src.open(pf); err != nil {
-		return 0, err
-	}
+	src := w.src
+	src.open(pf)
 	var rows int64
 	var err error
 	for left := pf.NumRows(); left > 0; {
@@ -409,13 +407,13 @@ func (w *directWriter) copyBatch(src *copySource, n int64) (int64, error) {
 		if err != nil {
 			return copied, fmt.Errorf("write %s: %w", w.path, err)
 		}
-		if int64(cur) >= w.d.maxRows {
+		if int64(cur) >= w.d.out.rowGroupRows {
 			if err := w.newRowGroup(); err != nil {
 				return copied, err
 			}
 			continue
 		}
-		want := min(n-copied, w.d.maxRows-int64(cur))
+		want := min(n-copied, w.d.out.rowGroupRows-int64(cur))
 		got, err := src.copyRows(w.rg, want)
 		copied += got
 		if err != nil {

@@ -41,7 +41,8 @@ type parquetOutput struct {
 	parquet       *schema.Schema
 	writer        []parquet.WriterProperty // built anew for each file, as iceberg-go does
 	arrowWriter   pqarrow.ArrowWriterProperties
-	rowGroupBytes int64
+	rowGroupBytes int64 // write.parquet.row-group-size-bytes
+	rowGroupRows  int64 // write.parquet.row-group-limit
 }
 
 // parquetOutputFor maps the table's write properties to writer properties
@@ -143,6 +144,7 @@ func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.A
 	return &parquetOutput{
 		arrow: asc, parquet: psc, writer: wp, arrowWriter: arrowProps,
 		rowGroupBytes: ints[table.ParquetRowGroupSizeBytesKey],
+		rowGroupRows:  ints[table.ParquetRowGroupLimitKey],
 	}, ""
 }
 
