@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/procstat"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
@@ -540,17 +541,8 @@ func soakFDs() int {
 
 // soakProcStatus returns a "kB" field of /proc/self/status in bytes.
 func soakProcStatus(field string) uint64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := procstat.Bytes(procstat.Self, field)
+	return n
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/procstat"
 )
 
 func main() {
@@ -293,15 +294,8 @@ func watchPeakRSS(pid int, done <-chan struct{}) int64 {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-					var kb int64
-					if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb); err == nil {
-						peak = max(peak, kb*1024)
-					}
-				}
-			}
+		if hwm, ok := procstat.Bytes(pid, "VmHWM"); ok {
+			peak = max(peak, int64(hwm))
 		}
 		select {
 		case <-done:
