@@ -27,6 +27,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/pqzstd"
 )
 
 // Values the binary is built with (-ldflags -X), to check that `version`
@@ -61,6 +63,11 @@ func buildAndRun(m *testing.M) int {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: go build ./cmd/maintainer:", err)
+		return 1
+	}
+	// The tests that call run in this process use main's zstd codec too.
+	if err := pqzstd.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, "register the zstd codec:", err)
 		return 1
 	}
 	return m.Run()

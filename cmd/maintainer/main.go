@@ -22,10 +22,16 @@ import (
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx" driver for SQL catalogs on PostgreSQL
 	_ "github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/iceberg-maintainer/maintainer/internal/pqzstd"
 )
 
 func main() {
 	limit := tuneRuntime(cgroupMemoryFiles)
+	if err := pqzstd.Register(); err != nil {
+		// Only slower: arrow-go's own codec stays.
+		fmt.Fprintln(os.Stderr, "warning: keep arrow-go's zstd codec:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, writerAllocator(limit))
 	stop()

@@ -1,0 +1,133 @@
+// Package pqzstd replaces arrow-go's zstd codec for Parquet pages with one
+// whose encoders outlive garbage collections.
+//
+// arrow-go keeps its per-level zstd encoders in a sync.Pool, which every
+// collection empties. Compaction allocates fast and so collects often: the
+// pool is emptied hundreds of times a run, and each new encoder allocates
+// and zeroes its history window and match tables again (a few MiB each),
+// which is churn on the heap, page faults and CPU for nothing. This codec
+// keeps the encoders it made in a plain free list instead. They are built
+// with arrow-go's options, so the bytes written are the same; decoding and
+// streams are arrow-go's own.
+package pqzstd
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Codec is a compress.Codec for zstd.
+type Codec struct {
+	base  codec // arrow-go's codec, for everything but block encoding
+	keep  int   // encoders kept per level
+	mu    sync.Mutex
+	free  map[zstd.EncoderLevel][]*zstd.Encoder
+	built int // encoders built, for tests
+}
+
+// codec is what arrow-go's zstd codec implements.
+type codec interface {
+	compress.ErrorCodec
+	compress.StreamingCodec
+}
+
+// New returns a codec that delegates all but block encoding to base, the
+// codec arrow-go registered for zstd.
+func New(base compress.Codec) (*Codec, error) {
+	b, ok := base.(codec)
+	if !ok {
+		return nil, fmt.Errorf("arrow-go's zstd codec %T lacks error-reporting decoding or streams", base)
+	}
+	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), free: map[zstd.EncoderLevel][]*zstd.Encoder{}}, nil
+}
+
+// Register installs the codec for zstd in place of arrow-go's. arrow-go's
+// registry is an unguarded map: call it before any Parquet is read or
+// written, from main.
+func Register() error {
+	base, err := compress.GetCodec(compress.Codecs.Zstd)
+	if err != nil {
+		return fmt.Errorf("find arrow-go's zstd codec: %w", err)
+	}
+	if _, ok := base.(*Codec); ok {
+		return nil
+	}
+	c, err := New(base)
+	if err != nil {
+		return err
+	}
+	compress.RegisterCodec(compress.Codecs.Zstd, c)
+	return nil
+}
+
+// level maps a Parquet compression level to an encoder level as arrow-go
+// does.
+func level(l int) zstd.EncoderLevel {
+	if l == compress.DefaultCompressionLevel {
+		return zstd.SpeedDefault
+	}
+	return zstd.EncoderLevelFromZstd(l)
+}
+
+// EncodeLevel compresses src in one frame at level, as arrow-go would.
+func (c *Codec) EncodeLevel(dst, src []byte, l int) []byte {
+	lv := level(l)
+	enc := c.get(lv)
+	out := enc.EncodeAll(src, dst[:0])
+	c.put(lv, enc)
+	return out
+}
+
+// Encode is arrow-go's: its single shared encoder has other options.
+func (c *Codec) Encode(dst, src []byte) []byte { return c.base.Encode(dst, src) }
+
+func (c *Codec) get(lv zstd.EncoderLevel) *zstd.Encoder {
+	c.mu.Lock()
+	if f := c.free[lv]; len(f) > 0 {
+		enc := f[len(f)-1]
+		c.free[lv] = f[:len(f)-1]
+		c.mu.Unlock()
+		return enc
+	}
+	c.built++
+	c.mu.Unlock()
+	// arrow-go's options for block encoding (compress.zstdCodec).
+	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(lv),
+		zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true))
+	if err != nil {
+		panic(fmt.Errorf("build zstd encoder: %w", err)) // only for invalid options
+	}
+	return enc
+}
+
+// put keeps enc for the next page, up to one per processor and level: more
+// cannot be busy at once for long.
+func (c *Codec) put(lv zstd.EncoderLevel, enc *zstd.Encoder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.free[lv]) < c.keep {
+		c.free[lv] = append(c.free[lv], enc)
+	}
+}
+
+func (c *Codec) CompressBound(n int64) int64         { return c.base.CompressBound(n) }
+func (c *Codec) Decode(dst, src []byte) []byte       { return c.base.Decode(dst, src) }
+func (c *Codec) NewReader(r io.Reader) io.ReadCloser { return c.base.NewReader(r) }
+func (c *Codec) NewWriter(w io.Writer) io.WriteCloser {
+	return c.base.NewWriter(w)
+}
+
+func (c *Codec) DecodeWithError(dst, src []byte) ([]byte, error) {
+	return c.base.DecodeWithError(dst, src)
+}
+
+func (c *Codec) NewWriterLevel(w io.Writer, l int) (io.WriteCloser, error) {
+	return c.base.NewWriterLevel(w, l)
+}
+
+var _ codec = (*Codec)(nil)

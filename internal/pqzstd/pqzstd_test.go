@@ -1,0 +1,104 @@
+package pqzstd
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/parquet/compress"
+)
+
+// pages returns inputs shaped like Parquet pages: tiny, repetitive,
+// random, and larger than one zstd block.
+func pages() map[string][]byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	random := make([]byte, 300<<10)
+	for i := range random {
+		random[i] = byte(r.Uint32())
+	}
+	var text bytes.Buffer
+	for i := 0; text.Len() < 1<<20; i++ {
+		text.WriteString("event-")
+		text.WriteString(string(rune('a' + r.IntN(26))))
+		text.WriteByte(byte(i))
+	}
+	return map[string][]byte{
+		"one byte":   {7},
+		"zeros":      make([]byte, 64<<10),
+		"random":     random,
+		"text, 1MiB": text.Bytes(),
+	}
+}
+
+func TestEncodesWhatArrowGoEncodes(t *testing.T) {
+	base, err := compress.GetCodec(compress.Codecs.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own, ok := base.(*Codec); ok { // TestRegister ran first
+		base = own.base
+	}
+	c, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range pages() {
+		for _, level := range []int{compress.DefaultCompressionLevel, 1, 3, 9, 19} {
+			want := base.EncodeLevel(nil, src, level)
+			// Twice: a reused encoder must not carry history over.
+			for range 2 {
+				got := c.EncodeLevel(make([]byte, 0, 16), src, level)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s at level %d: %d bytes differ from arrow-go's %d", name, level, len(got), len(want))
+				}
+				back, err := c.DecodeWithError(nil, got)
+				if err != nil || !bytes.Equal(back, src) {
+					t.Fatalf("%s at level %d: does not decode back (%v)", name, level, err)
+				}
+			}
+		}
+		if got, want := c.Encode(nil, src), base.Encode(nil, src); !bytes.Equal(got, want) {
+			t.Fatalf("%s: Encode differs from arrow-go's", name)
+		}
+	}
+	if _, err := c.DecodeWithError(nil, []byte("not zstd")); err == nil {
+		t.Fatal("decoding garbage did not fail")
+	}
+}
+
+func TestEncodersOutliveCollections(t *testing.T) {
+	base, _ := compress.GetCodec(compress.Codecs.Zstd)
+	c, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := pages()["text, 1MiB"]
+	for range 20 {
+		c.EncodeLevel(nil, src, 3)
+		runtime.GC()
+	}
+	if c.built != 1 {
+		t.Fatalf("built %d encoders for 20 sequential pages with collections between, want 1", c.built)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	if err := Register(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	got, err := compress.GetCodec(compress.Codecs.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := got.(*Codec)
+	if !ok {
+		t.Fatalf("registry holds %T", got)
+	}
+	if _, ok := c.base.(*Codec); ok {
+		t.Fatal("registering twice wrapped the codec in itself")
+	}
+}
