@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"slices"
@@ -146,12 +147,12 @@ const (
 // output does, Arrow when every file at least decodes to the output's
 // Arrow types, else errOtherColumns. The footers are kept so that no file's
 // footer is read twice.
-func (d *directTable) inputs(fs iceio.IO, g *Group, allowCopy bool) ([]*metadata.FileMetaData, directMode, error) {
+func (d *directTable) inputs(r *inputReader, g *Group, allowCopy bool) ([]*metadata.FileMetaData, directMode, error) {
 	mds := make([]*metadata.FileMetaData, len(g.tasks))
 	copyable := allowCopy
 	for i, t := range g.tasks {
 		path := t.File.FilePath()
-		err := d.open(fs, path, nil, func(pf *file.Reader) error {
+		err := r.open(path, nil, func(pf *file.Reader) error {
 			mds[i] = pf.MetaData()
 			return nil
 		})
@@ -179,18 +180,55 @@ func (d *directTable) inputs(fs iceio.IO, g *Group, allowCopy bool) ([]*metadata
 	return mds, modeArrow, nil
 }
 
-// open opens one input file, with its footer when it was read before.
-func (d *directTable) open(fs iceio.IO, path string, md *metadata.FileMetaData, fn func(*file.Reader) error) error {
-	f, err := fs.Open(path)
+// wholeFileMax is the largest input file read whole. Compaction's inputs
+// are mostly small files, for which a request per column chunk and for the
+// footer is most of the cost on an object store: opening a file there
+// already starts a GET of the whole object, which reads such a file at
+// once. Larger files are read by ranges, a column chunk at a time, so that
+// memory stays bounded.
+const wholeFileMax = 8 << 20
+
+// inputReader opens the input files of one group, one at a time.
+type inputReader struct {
+	fs       iceio.IO
+	mem      memory.Allocator // the Parquet readers'
+	wholeMax int64            // files of at most this many bytes are read whole
+	buf      []byte           // the last file read whole, reused for the next
+}
+
+// inputReader returns a reader of input files through fs; wholeMax < 0
+// reads every file by ranges (a test hook), 0 means wholeFileMax.
+func (d *directTable) inputReader(fs iceio.IO, wholeMax int64) *inputReader {
+	if wholeMax == 0 {
+		wholeMax = wholeFileMax
+	}
+	return &inputReader{fs: fs, mem: d.mem, wholeMax: wholeMax}
+}
+
+// open opens one input file, with its footer when it was read before. The
+// reader of fn must not be used after fn returns: the next file read whole
+// takes its bytes.
+func (r *inputReader) open(path string, md *metadata.FileMetaData, fn func(*file.Reader) error) error {
+	f, err := r.fs.Open(path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer f.Close()
-	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(d.mem))}
+	var src parquet.ReaderAtSeeker = f
+	if st, err := f.Stat(); err == nil && st.Size() <= r.wholeMax {
+		// Parquet readers copy what they read out of src (ReadAt), so
+		// nothing refers to these bytes once the file is done.
+		r.buf = slices.Grow(r.buf[:0], int(st.Size()))[:st.Size()]
+		if _, err := io.ReadFull(f, r.buf); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		src = bytes.NewReader(r.buf)
+	}
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(r.mem))}
 	if md != nil {
 		opts = append(opts, file.WithMetadata(md))
 	}
-	pf, err := file.NewParquetReader(f, opts...)
+	pf, err := file.NewParquetReader(src, opts...)
 	if err != nil {
 		return fmt.Errorf("read footer of %s: %w", path, err)
 	}
@@ -215,7 +253,8 @@ func sameArrowTypes(a, b *arrow.Schema) bool {
 // target size, counting the rows read. It returns the files written, also
 // on error, so that the caller can remove them.
 func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) (files []iceberg.DataFile, rowsRead int64, mode directMode, err error) {
-	mds, mode, err := d.inputs(e.fs, g, !e.opts.noCopy)
+	r := d.inputReader(e.fs, e.opts.wholeFileMax)
+	mds, mode, err := d.inputs(r, g, !e.opts.noCopy)
 	if err != nil {
 		return nil, 0, mode, err
 	}
@@ -239,7 +278,7 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 			return nil, rowsRead, mode, context.Cause(ctx)
 		}
 		path := t.File.FilePath()
-		err := d.open(e.fs, path, mds[i], func(pf *file.Reader) error {
+		err := r.open(path, mds[i], func(pf *file.Reader) error {
 			if e.opts.failFile != nil {
 				if err := e.opts.failFile(i); err != nil {
 					return err

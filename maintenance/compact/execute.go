@@ -76,6 +76,9 @@ type Options struct {
 	noCopy     bool
 	failFile   func(i int) error
 	failColumn func(i, col int) error
+	// wholeFileMax replaces the largest input file read whole; < 0 reads
+	// every file by ranges.
+	wholeFileMax int64
 }
 
 // Result is what a compaction run did.

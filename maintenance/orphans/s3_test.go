@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 const bucket = "warehouse"
@@ -51,7 +51,7 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	srv := s3test.Start(t, append([]string{bucket}, buckets...)...)
 	props := srv.Props()
 	props["type"] = "sql"
-	props["uri"] = sqliteDSN(filepath.Join(t.TempDir(), "cat.db"))
+	props["uri"] = sqliteuri.DSN(filepath.Join(t.TempDir(), "cat.db"))
 	props[sqlcat.DriverKey] = sqliteshim.ShimName
 	props[sqlcat.DialectKey] = string(sqlcat.SQLite)
 	props["warehouse"] = "s3://" + bucket + "/wh"
@@ -85,14 +85,6 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	st.rows, st.sum = checksum(t, tbl)
 	st.keys = st.list(t, bucket, st.root.key)
 	return st
-}
-
-func sqliteDSN(path string) string {
-	u := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
-	if sqliteshim.DriverName() == "sqlite3" {
-		return u + "?_busy_timeout=30000&_journal_mode=WAL&_txlock=immediate"
-	}
-	return u + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_txlock=immediate"
 }
 
 func (st *s3Table) list(t *testing.T, b, prefix string) []string {
