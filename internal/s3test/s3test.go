@@ -8,15 +8,23 @@
 package s3test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// locations
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 // Credentials and region the server accepts (it does not check them).
@@ -77,6 +85,26 @@ func (s *Server) Props() map[string]string {
 		"s3.secret-access-key": SecretAccessKey,
 		"s3.path-style-access": "true",
 	}
+}
+
+// SQLCatalog loads a SQL catalog named "s3" on a fresh SQLite file whose
+// warehouse is s3://bucket/wh on the server; it closes when the test ends.
+func (s *Server) SQLCatalog(t testing.TB, bucket string) *sqlcat.Catalog {
+	t.Helper()
+	props := s.Props()
+	props["type"] = "sql"
+	props["uri"] = sqliteuri.DSN(filepath.Join(t.TempDir(), "cat.db"))
+	props[sqlcat.DriverKey] = sqliteshim.ShimName
+	props[sqlcat.DialectKey] = string(sqlcat.SQLite)
+	props["warehouse"] = "s3://" + bucket + "/wh"
+	props["init_catalog_tables"] = "true"
+	c, err := catalog.Load(context.Background(), "s3", props)
+	if err != nil {
+		t.Fatalf("s3test: load the SQL catalog: %v", err)
+	}
+	cat := c.(*sqlcat.Catalog)
+	t.Cleanup(func() { cat.Close() })
+	return cat
 }
 
 // Count returns the number of requests of operation op (see Op) so far.

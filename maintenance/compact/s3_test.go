@@ -3,20 +3,13 @@ package compact
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/apache/iceberg-go/catalog"
-	sqlcat "github.com/apache/iceberg-go/catalog/sql"
-	_ "github.com/apache/iceberg-go/io/gocloud/s3"
-	"github.com/uptrace/bun/driver/sqliteshim"
-
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
-	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 // Compaction of a table on an S3-protocol server: every row kept, and the
@@ -37,19 +30,7 @@ func TestCompactionOnS3(t *testing.T) {
 			ctx := context.Background()
 			const bucket = "warehouse"
 			srv := s3test.Start(t, bucket)
-			props := srv.Props()
-			props["type"] = "sql"
-			props["uri"] = sqliteuri.DSN(filepath.Join(t.TempDir(), "cat.db"))
-			props[sqlcat.DriverKey] = sqliteshim.ShimName
-			props[sqlcat.DialectKey] = string(sqlcat.SQLite)
-			props["warehouse"] = "s3://" + bucket + "/wh"
-			props["init_catalog_tables"] = "true"
-			c, err := catalog.Load(ctx, "s3", props)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cat := c.(*sqlcat.Catalog)
-			t.Cleanup(func() { cat.Close() })
+			cat := srv.SQLCatalog(t, bucket)
 			tbl, err := gen.Create(ctx, cat, gen.Options{Appends: 12, RowsPerAppend: 300, Partitions: 2, Seed: 11})
 			if err != nil {
 				t.Fatal(err)

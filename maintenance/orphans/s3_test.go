@@ -15,17 +15,14 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
-	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 const bucket = "warehouse"
@@ -49,19 +46,7 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	t.Helper()
 	ctx := context.Background()
 	srv := s3test.Start(t, append([]string{bucket}, buckets...)...)
-	props := srv.Props()
-	props["type"] = "sql"
-	props["uri"] = sqliteuri.DSN(filepath.Join(t.TempDir(), "cat.db"))
-	props[sqlcat.DriverKey] = sqliteshim.ShimName
-	props[sqlcat.DialectKey] = string(sqlcat.SQLite)
-	props["warehouse"] = "s3://" + bucket + "/wh"
-	props["init_catalog_tables"] = "true"
-	c, err := catalog.Load(ctx, "s3", props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := c.(*sqlcat.Catalog)
-	t.Cleanup(func() { cat.Close() })
+	cat := srv.SQLCatalog(t, bucket)
 	tbl, err := gen.Create(ctx, cat, gen.Options{Appends: appends, RowsPerAppend: 50, Partitions: parts, Seed: 5})
 	if err != nil {
 		t.Fatal(err)
