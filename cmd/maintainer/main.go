@@ -1,5 +1,5 @@
 // Command maintainer keeps Apache Iceberg tables healthy: it compacts small
-// files, and (in later versions) expires snapshots and removes orphan files.
+// files, expires snapshots and removes orphan files.
 package main
 
 import (

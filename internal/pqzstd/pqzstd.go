@@ -6,9 +6,11 @@
 // pool is emptied hundreds of times a run, and each new encoder allocates
 // and zeroes its history window and match tables again (a few MiB each),
 // which is churn on the heap, page faults and CPU for nothing. This codec
-// keeps the encoders it made in a plain free list instead. They are built
-// with arrow-go's options, so the bytes written are the same; decoding and
-// streams are arrow-go's own.
+// keeps the encoders it made in a plain free list instead, until it has
+// been idle for a while (a long-running serve gives them back between
+// runs). They are built with arrow-go's options, so the bytes written are
+// the same; decoding and streams are arrow-go's own. The best-compression
+// level is left to arrow-go: its encoders hold tens of MiB of tables each.
 package pqzstd
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/klauspost/compress/zstd"
@@ -23,12 +26,18 @@ import (
 
 // Codec is a compress.Codec for zstd.
 type Codec struct {
-	base  codec // arrow-go's codec, for everything but block encoding
-	keep  int   // encoders kept per level
+	base  codec         // arrow-go's codec, for everything but block encoding
+	keep  int           // encoders kept per level
+	idle  time.Duration // after this long unused, the kept encoders go
 	mu    sync.Mutex
 	free  map[zstd.EncoderLevel][]*zstd.Encoder
-	built int // encoders built, for tests
+	used  time.Time   // last put
+	trim  *time.Timer // armed while encoders are kept
+	built int         // encoders built, for tests
 }
+
+// idleAfter is how long kept encoders outlive their last use.
+const idleAfter = 30 * time.Second
 
 // codec is what arrow-go's zstd codec implements.
 type codec interface {
@@ -43,7 +52,7 @@ func New(base compress.Codec) (*Codec, error) {
 	if !ok {
 		return nil, fmt.Errorf("arrow-go's zstd codec %T lacks error-reporting decoding or streams", base)
 	}
-	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), free: map[zstd.EncoderLevel][]*zstd.Encoder{}}, nil
+	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), idle: idleAfter, free: map[zstd.EncoderLevel][]*zstd.Encoder{}}, nil
 }
 
 // Register installs the codec for zstd in place of arrow-go's. arrow-go's
@@ -77,6 +86,9 @@ func level(l int) zstd.EncoderLevel {
 // EncodeLevel compresses src in one frame at level, as arrow-go would.
 func (c *Codec) EncodeLevel(dst, src []byte, l int) []byte {
 	lv := level(l)
+	if lv >= zstd.SpeedBestCompression {
+		return c.base.EncodeLevel(dst, src, l)
+	}
 	enc := c.get(lv)
 	out := enc.EncodeAll(src, dst[:0])
 	c.put(lv, enc)
@@ -113,6 +125,33 @@ func (c *Codec) put(lv zstd.EncoderLevel, enc *zstd.Encoder) {
 	if len(c.free[lv]) < c.keep {
 		c.free[lv] = append(c.free[lv], enc)
 	}
+	c.used = time.Now()
+	if c.trim == nil {
+		c.trim = time.AfterFunc(c.idle, c.trimIdle)
+	}
+}
+
+// trimIdle drops the kept encoders once none was used for c.idle.
+func (c *Codec) trimIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wait := c.idle - time.Since(c.used); wait > 0 {
+		c.trim.Reset(wait)
+		return
+	}
+	clear(c.free)
+	c.trim = nil
+}
+
+// kept returns how many encoders the codec keeps.
+func (c *Codec) kept() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, f := range c.free {
+		n += len(f)
+	}
+	return n
 }
 
 func (c *Codec) CompressBound(n int64) int64         { return c.base.CompressBound(n) }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
 )
@@ -81,6 +83,59 @@ func TestEncodersOutliveCollections(t *testing.T) {
 	if c.built != 1 {
 		t.Fatalf("built %d encoders for 20 sequential pages with collections between, want 1", c.built)
 	}
+}
+
+// Kept encoders go once the codec has been idle, and come back on use;
+// the best-compression level is never kept.
+func TestIdleEncodersAreDropped(t *testing.T) {
+	base, _ := compress.GetCodec(compress.Codecs.Zstd)
+	c, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.idle = 20 * time.Millisecond
+	src := pages()["text, 1MiB"]
+	c.EncodeLevel(nil, src, 19)
+	if c.kept() != 0 || c.built != 0 {
+		t.Fatalf("best compression: kept %d, built %d; want arrow-go's encoders used", c.kept(), c.built)
+	}
+	c.EncodeLevel(nil, src, 3)
+	if c.kept() != 1 {
+		t.Fatalf("kept %d encoders after a page, want 1", c.kept())
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.kept() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("kept encoders were not dropped after the codec went idle")
+		}
+	}
+	c.EncodeLevel(nil, src, 3)
+	if c.kept() != 1 || c.built != 2 {
+		t.Fatalf("after idling: kept %d, built %d; want 1 and 2", c.kept(), c.built)
+	}
+}
+
+// Pages compressed from many goroutines at once come out as arrow-go's.
+func TestConcurrentPages(t *testing.T) {
+	base, _ := compress.GetCodec(compress.Codecs.Zstd)
+	c, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for name, src := range pages() {
+		want := base.EncodeLevel(nil, src, 3)
+		for range 4 {
+			wg.Go(func() {
+				for range 5 {
+					if got := c.EncodeLevel(nil, src, 3); !bytes.Equal(got, want) {
+						t.Errorf("%s: concurrent page differs from arrow-go's", name)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
 }
 
 func TestRegister(t *testing.T) {

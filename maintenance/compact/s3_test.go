@@ -21,10 +21,12 @@ func TestCompactionOnS3(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		wholeMax  int64
+		noCopy    bool
 		wantWhole bool
 	}{
-		{"small files read whole", 0, true},
-		{"read by ranges", -1, false},
+		{"small files read whole", 0, false, true},
+		{"read by ranges", -1, false, false},
+		{"Arrow mode, read by ranges", -1, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -62,10 +64,18 @@ func TestCompactionOnS3(t *testing.T) {
 				}
 				return false
 			})
-			var paths []string
+			var (
+				pathMu sync.Mutex
+				paths  []string
+			)
 			res, err := Execute(ctx, cat, tbl, plan, testConfig(), Options{
 				wholeFileMax: tc.wholeMax,
-				onPath:       func(_ *Group, path, _ string) { paths = append(paths, path) },
+				noCopy:       tc.noCopy,
+				onPath: func(_ *Group, path, _ string) { // from the groups' goroutines
+					pathMu.Lock()
+					defer pathMu.Unlock()
+					paths = append(paths, path)
+				},
 			})
 			srv.FailWhen(nil)
 			if err != nil {
@@ -74,10 +84,12 @@ func TestCompactionOnS3(t *testing.T) {
 			if res.GroupsCommitted != 2 || res.FilesRewritten != 12 || res.FilesWritten != 2 || res.RowsWritten != rows {
 				t.Fatalf("result %+v; want 2 groups of 12 files into 2 with %d rows", res, rows)
 			}
-			for _, p := range paths {
-				if p != string(modeCopy) {
-					t.Fatalf("groups took paths %v; want copy mode", paths)
-				}
+			want := modeCopy
+			if tc.noCopy {
+				want = modeArrow
+			}
+			if len(paths) != 2 || paths[0] != string(want) || paths[1] != string(want) {
+				t.Fatalf("groups took paths %v; want %s for both", paths, want)
 			}
 			after, err := cat.LoadTable(ctx, tbl.Identifier())
 			if err != nil {
