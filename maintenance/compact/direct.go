@@ -50,7 +50,7 @@ type directTable struct {
 	out  *parquetOutput
 	meta table.Metadata
 	spec iceberg.PartitionSpec
-	mem  memory.Allocator // the readers'
+	mem  memory.Allocator // the readers', and the writers' without alloc
 	// alloc backs the writers' buffers, a scope per file; nil: the heap.
 	alloc *offheap.Allocator
 	// footerKV is the key-value metadata pqarrow writes in the footer (the
@@ -80,11 +80,11 @@ func newDirectTable(tbl *table.Table, alloc *offheap.Allocator) (*directTable, s
 	}
 	spec := meta.PartitionSpec()
 	mem := memory.NewGoAllocator()
-	out, why := parquetOutputFor(sc, props, mem)
+	out, why := parquetOutputFor(sc, props)
 	if out == nil {
 		return nil, why
 	}
-	kv, err := pqarrowFooterKV(out)
+	kv, err := pqarrowFooterKV(out, mem)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -93,9 +93,10 @@ func newDirectTable(tbl *table.Table, alloc *offheap.Allocator) (*directTable, s
 
 // pqarrowFooterKV is the key-value metadata of a file that pqarrow writes
 // with the output's settings, taken from an empty one.
-func pqarrowFooterKV(out *parquetOutput) (metadata.KeyValueMetadata, error) {
+func pqarrowFooterKV(out *parquetOutput, mem memory.Allocator) (metadata.KeyValueMetadata, error) {
 	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(out.arrow, &buf, parquet.NewWriterProperties(out.writer...), out.arrowWriter)
+	wp, ap := out.props(mem)
+	fw, err := pqarrow.NewFileWriter(out.arrow, &buf, wp, ap)
 	if err != nil {
 		return nil, fmt.Errorf("pqarrow writer: %w", err)
 	}
@@ -496,13 +497,12 @@ func (w *directWriter) open() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	w.path, w.sink, w.counter = path, sink, &countingWriter{w: sink}
-	wp, ap := w.d.out.writer, w.d.out.arrowWriter
+	mem := w.d.mem
 	if w.d.alloc != nil {
 		w.scope = w.d.alloc.Scope()
-		wp = append(slices.Clip(wp), parquet.WithAllocator(w.scope))
-		ap = pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(w.scope), pqarrow.WithStoreSchema())
+		mem = w.scope
 	}
-	props := parquet.NewWriterProperties(wp...)
+	props, ap := w.d.out.props(mem)
 	if w.mode == modeCopy {
 		w.pw, err = file.NewParquetWriterWithError(w.counter, w.d.out.parquet.Root(),
 			file.WithWriterProps(props), file.WithWriteMetadata(w.d.footerKV))

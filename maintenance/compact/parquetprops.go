@@ -2,6 +2,7 @@ package compact
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,15 +41,21 @@ type parquetOutput struct {
 	arrow         *arrow.Schema // the table schema as the files hold it
 	parquet       *schema.Schema
 	writer        []parquet.WriterProperty // built anew for each file, as iceberg-go does
-	arrowWriter   pqarrow.ArrowWriterProperties
-	rowGroupBytes int64 // write.parquet.row-group-size-bytes
-	rowGroupRows  int64 // write.parquet.row-group-limit
+	rowGroupBytes int64                    // write.parquet.row-group-size-bytes
+	rowGroupRows  int64                    // write.parquet.row-group-limit
+}
+
+// props returns the Parquet and pqarrow writer properties of one file,
+// whose buffers come from mem.
+func (o *parquetOutput) props(mem memory.Allocator) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+	return parquet.NewWriterProperties(append(slices.Clip(o.writer), parquet.WithAllocator(mem))...),
+		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema())
 }
 
 // parquetOutputFor maps the table's write properties to writer properties
 // as iceberg-go v0.7.0 does (table/internal/parquet_files.go:
 // GetWriteProperties and getWriteProperties), or says why it cannot.
-func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.Allocator) (*parquetOutput, string) {
+func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties) (*parquetOutput, string) {
 	ints := map[string]int64{}
 	for key, def := range positiveIntProps {
 		ints[key] = def
@@ -99,7 +106,6 @@ func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.A
 		level = v
 	}
 	wp := []parquet.WriterProperty{
-		parquet.WithAllocator(mem),
 		parquet.WithMaxRowGroupLength(ints[table.ParquetRowGroupLimitKey]),
 		parquet.WithDataPageSize(ints[table.ParquetPageSizeBytesKey]),
 		parquet.WithDataPageVersion(pageVersion),
@@ -131,8 +137,7 @@ func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.A
 	if err != nil {
 		return nil, fmt.Sprintf("arrow schema: %v", err)
 	}
-	arrowProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema())
-	psc, err := pqarrow.ToParquet(asc, parquet.NewWriterProperties(wp...), arrowProps)
+	psc, err := pqarrow.ToParquet(asc, parquet.NewWriterProperties(wp...), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, fmt.Sprintf("parquet schema: %v", err)
 	}
@@ -142,7 +147,7 @@ func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties, mem memory.A
 		wp = append(wp, parquet.WithDictionaryCostFallbackFor(psc.Column(i).Path(), true))
 	}
 	return &parquetOutput{
-		arrow: asc, parquet: psc, writer: wp, arrowWriter: arrowProps,
+		arrow: asc, parquet: psc, writer: wp,
 		rowGroupBytes: ints[table.ParquetRowGroupSizeBytesKey],
 		rowGroupRows:  ints[table.ParquetRowGroupLimitKey],
 	}, ""
