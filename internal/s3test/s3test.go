@@ -107,6 +107,21 @@ func (s *Server) SQLCatalog(t testing.TB, bucket string) *sqlcat.Catalog {
 	return cat
 }
 
+// Keys returns the keys of every object in bucket, read from the backend
+// (no request is counted).
+func (s *Server) Keys(t testing.TB, bucket string) map[string]bool {
+	t.Helper()
+	list, err := s.Backend.ListBucket(bucket, nil, gofakes3.ListBucketPage{})
+	if err != nil {
+		t.Fatalf("s3test: list %s: %v", bucket, err)
+	}
+	keys := make(map[string]bool, len(list.Contents))
+	for _, c := range list.Contents {
+		keys[c.Key] = true
+	}
+	return keys
+}
+
 // Count returns the number of requests of operation op (see Op) so far.
 func (s *Server) Count(op string) int {
 	s.mu.Lock()

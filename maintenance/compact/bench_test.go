@@ -2,7 +2,6 @@ package compact
 
 import (
 	"context"
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"log/slog"
 	"os"
 	"runtime"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 // BenchmarkRewriteGroups measures the heavy part of compaction: reading the

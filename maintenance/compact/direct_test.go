@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/apache/iceberg-go/catalog"
 	"maps"
 	"path"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
@@ -51,12 +51,14 @@ func (l *pathLog) all() []string {
 	return slices.Clone(l.paths)
 }
 
+type writeMode struct {
+	path string // as onPath reports it
+	opts Options
+}
+
 // writeModes are the ways a group of plain files can be rewritten, each
 // forced by its options: leaf by leaf, as Arrow batches, through iceberg-go.
-var writeModes = []struct {
-	path string
-	opts Options
-}{
+var writeModes = []writeMode{
 	{"copy", Options{}},
 	{"direct", Options{noCopy: true}},
 	{"iceberg-go", Options{noDirect: true}},
@@ -405,23 +407,21 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 // row stays, and what it wrote is deleted, the finished row groups of its
 // open file included.
 func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
+	copyMode, arrowMode := writeModes[0], writeModes[1]
 	cases := []struct {
 		name string
-		mode Options
+		mode writeMode
 		// a column failing mid-batch leaves the row group's columns with
 		// unequal rows: its writer cannot close, and the buffers it holds
 		// must be freed all the same (the guard allocator checks).
 		column bool
 	}{
-		{"copy", writeModes[0].opts, false},
-		{"direct", writeModes[1].opts, false},
-		{"copy, a column failing mid-batch", writeModes[0].opts, true},
+		{"copy", copyMode, false},
+		{"direct", arrowMode, false},
+		{"copy, a column failing mid-batch", copyMode, true},
 	}
 	for _, tc := range cases {
-		mode := struct {
-			path string
-			opts Options
-		}{map[bool]string{true: "direct", false: "copy"}[tc.mode.noCopy], tc.mode}
+		mode := tc.mode
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

@@ -2,11 +2,15 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
@@ -30,33 +34,19 @@ func TestCompactionOnS3(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			const bucket = "warehouse"
-			srv := s3test.Start(t, bucket)
-			cat := srv.SQLCatalog(t, bucket)
-			tbl, err := gen.Create(ctx, cat, gen.Options{Appends: 12, RowsPerAppend: 300, Partitions: 2, Seed: 11})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, sum := checksum(t, tbl)
+			st := newS3Table(t)
+			srv, cat, tbl, rows, sum := st.srv, st.cat, st.tbl, st.rows, st.sum
 			inputs := map[string]int{} // object key -> GETs during the run
-			for _, df := range liveDataFiles(t, tbl) {
-				key, ok := strings.CutPrefix(df.FilePath(), "s3://"+bucket+"/")
-				if !ok {
-					t.Fatalf("data file %s is not in the bucket", df.FilePath())
-				}
+			for _, key := range st.inputs {
 				inputs[key] = 0
 			}
-			if len(inputs) != 12 {
-				t.Fatalf("%d data files, want 12", len(inputs))
-			}
-
 			plan, err := PlanTable(ctx, tbl, testConfig(), time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
 			srv.FailWhen(func(op string, r *http.Request) bool {
-				key := strings.TrimPrefix(r.URL.Path, "/"+bucket+"/")
+				key := strings.TrimPrefix(r.URL.Path, "/"+s3Bucket+"/")
 				mu.Lock()
 				defer mu.Unlock()
 				if _, ok := inputs[key]; ok && op == "GetObject" {
@@ -101,6 +91,16 @@ func TestCompactionOnS3(t *testing.T) {
 			if r, s := checksum(t, after); r != rows || s != sum {
 				t.Fatalf("rows %d sum %x after, %d %x before", r, s, rows, sum)
 			}
+			// The replaced files stay: the snapshot before still reads them.
+			keys := srv.Keys(t, s3Bucket)
+			for key := range inputs {
+				if !keys[key] {
+					t.Errorf("input %s was deleted", key)
+				}
+			}
+			if r, s := checksum(t, tbl); r != rows || s != sum {
+				t.Fatalf("the snapshot before reads %d rows sum %x, had %d %x", r, s, rows, sum)
+			}
 			cols := int64(after.Schema().NumFields()) // at least one chunk per top-level column
 			total := 0
 			for _, n := range inputs {
@@ -116,5 +116,102 @@ func TestCompactionOnS3(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+const s3Bucket = "warehouse"
+
+// s3Table is a generated table of 12 single-file appends over 2 day
+// partitions, in a SQLite catalog whose warehouse is on an in-process S3
+// server.
+type s3Table struct {
+	srv    *s3test.Server
+	cat    *sqlcat.Catalog
+	tbl    *table.Table
+	rows   int64
+	sum    uint64
+	inputs []string // object keys of its data files
+}
+
+func newS3Table(t *testing.T) *s3Table {
+	t.Helper()
+	srv := s3test.Start(t, s3Bucket)
+	cat := srv.SQLCatalog(t, s3Bucket)
+	tbl, err := gen.Create(context.Background(), cat, gen.Options{Appends: 12, RowsPerAppend: 300, Partitions: 2, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &s3Table{srv: srv, cat: cat, tbl: tbl}
+	st.rows, st.sum = checksum(t, tbl)
+	for _, df := range liveDataFiles(t, tbl) {
+		key, ok := strings.CutPrefix(df.FilePath(), "s3://"+s3Bucket+"/")
+		if !ok {
+			t.Fatalf("data file %s is not in the bucket", df.FilePath())
+		}
+		st.inputs = append(st.inputs, key)
+	}
+	if len(st.inputs) != 12 {
+		t.Fatalf("%d data files, want 12", len(st.inputs))
+	}
+	return st
+}
+
+// A group that fails after writing to S3 commits nothing and deletes what
+// it wrote there, and only that: the bucket holds exactly the objects it
+// held before.
+func TestFailedGroupOnS3DeletesOnlyWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	st := newS3Table(t)
+	before := st.srv.Keys(t, s3Bucket)
+	plan, err := PlanTable(ctx, st.tbl, testConfig(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		put []string // objects written while the groups ran
+	)
+	st.srv.FailWhen(func(op string, r *http.Request) bool {
+		if op == "PutObject" || strings.HasPrefix(op, "POST") {
+			mu.Lock()
+			put = append(put, r.URL.Path)
+			mu.Unlock()
+		}
+		return false
+	})
+	res, err := Execute(ctx, st.cat, st.tbl, plan, testConfig(), Options{failFile: func(i int) error {
+		if i < 3 {
+			return nil
+		}
+		// Files 0-2 of the group are in the open output file by now.
+		return errors.New("unreadable (test)")
+	}})
+	st.srv.FailWhen(nil)
+	if err == nil || len(res.GroupsFailed) != 2 || res.GroupsCommitted != 0 {
+		t.Fatalf("err %v, result %+v; want both groups failed", err, res)
+	}
+	if len(put) == 0 {
+		t.Fatal("nothing was written to S3 before the failure: the test proves nothing")
+	}
+	after, err := st.cat.LoadTable(ctx, st.tbl.Identifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CurrentSnapshot().SnapshotID != st.tbl.CurrentSnapshot().SnapshotID {
+		t.Fatal("a snapshot was committed")
+	}
+	if r, s := checksum(t, after); r != st.rows || s != st.sum {
+		t.Fatalf("rows %d sum %x after, %d %x before", r, s, st.rows, st.sum)
+	}
+	now := st.srv.Keys(t, s3Bucket)
+	for key := range now {
+		if !before[key] {
+			t.Errorf("stray object %s", key)
+		}
+	}
+	for key := range before {
+		if !now[key] {
+			t.Errorf("object %s was deleted", key)
+		}
 	}
 }
