@@ -418,7 +418,11 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 	var r Resolved
 	ps := &problems{file: c.Path}
 	layers := c.layersFor(ident)
-	for _, t := range c.specs {
+	specs := c.specs
+	if specs == nil { // a Config not made by Parse: the built-in tasks
+		specs = specsOf(tasks)
+	}
+	for _, t := range specs {
 		cfg := t.resolve(layers, c.isSet)
 		for _, fb := range t.fallbacks {
 			raw, ok := props[fb.prop]
