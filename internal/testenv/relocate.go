@@ -346,7 +346,7 @@ func (r *relocation) fixManifest(a *avrofile.File, listEntry map[string]any) err
 		if err != nil {
 			return err
 		}
-		if asInt(df["content"]) == 1 { // position deletes or a deletion vector
+		if avroInt(df["content"]) == 1 { // position deletes or a deletion vector
 			format, _ := df["file_format"].(string)
 			if err := r.rewriteDeleteFile(rel, strings.ToUpper(format)); err != nil {
 				return err
@@ -365,7 +365,7 @@ func (r *relocation) fixManifest(a *avrofile.File, listEntry map[string]any) err
 			bounds, _ := df[key].([]any)
 			for _, b := range bounds {
 				kv, _ := b.(map[string]any)
-				if asInt(kv["key"]) != posDeletePathID {
+				if avroInt(kv["key"]) != posDeletePathID {
 					continue
 				}
 				v, _ := kv["value"].([]byte)
@@ -392,15 +392,15 @@ func (r *relocation) completeHeader(meta map[string][]byte, listEntry map[string
 	if formatVersion < 2 {
 		return
 	}
-	specID := int64(asInt(listEntry["partition_spec_id"]))
-	schemaID, ok := jsonInt(findJSONObject(doc["snapshots"], "snapshot-id", int64(asInt(listEntry["added_snapshot_id"])))["schema-id"])
+	specID := int64(avroInt(listEntry["partition_spec_id"]))
+	schemaID, ok := jsonInt(findJSONObject(doc["snapshots"], "snapshot-id", int64(avroInt(listEntry["added_snapshot_id"])))["schema-id"])
 	if !ok {
 		schemaID, _ = jsonInt(doc["current-schema-id"])
 	}
 	specFields, _ := marshalJSON(findJSONObject(doc["partition-specs"], "spec-id", specID)["fields"], "")
 	schema, _ := marshalJSON(findJSONObject(doc["schemas"], "schema-id", schemaID), "")
 	content := "data"
-	if asInt(listEntry["content"]) == 1 {
+	if avroInt(listEntry["content"]) == 1 {
 		content = "deletes"
 	}
 	for key, value := range map[string]string{
@@ -672,17 +672,10 @@ func findJSONObject(list any, key string, id int64) map[string]any {
 	return nil
 }
 
-// asInt returns an Avro int or long value (0 for anything else).
-func asInt(v any) int {
-	switch x := v.(type) {
-	case int:
-		return x
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	}
-	return 0
+// avroInt returns an Avro int or long value (0 for anything else).
+func avroInt(v any) int {
+	n, _ := avrofile.Int(v)
+	return int(n)
 }
 
 func copyFile(src, dst string) error {

@@ -197,3 +197,16 @@ func (f *File) Write(path string, sync [16]byte) (int64, error) {
 	}
 	return int64(buf.Len()), nil
 }
+
+// Int returns an Avro int or long value as decoded into a record.
+func Int(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	}
+	return 0, false
+}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/iceberg-maintainer/maintainer/internal/testenv/avrofile"
 )
 
 // Canonical values depend only on the Iceberg type and the logical value,
@@ -293,7 +295,7 @@ func canonConstant(v any, t *icebergType) (any, error) {
 	if t.Kind != "" {
 		return nil, fmt.Errorf("a %s constant is not supported", t.Kind)
 	}
-	n, isInt := constInt(v)
+	n, isInt := avrofile.Int(v)
 	b, isBytes := v.([]byte)
 	s, isString := v.(string)
 	switch p := t.Primitive; {
@@ -346,18 +348,6 @@ func canonConstant(v any, t *icebergType) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("a %T constant for Iceberg type %s is not supported", v, t)
-}
-
-func constInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	}
-	return 0, false
 }
 
 // rawDefault turns an initial-default in the spec's JSON single-value form

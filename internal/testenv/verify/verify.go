@@ -209,9 +209,9 @@ func (t *table) plan(id int64) (data, deletes []contentFile, err error) {
 		}
 		for _, m := range list.Records {
 			p, _ := m["manifest_path"].(string)
-			seq, _ := avroInt(m["sequence_number"])
+			seq, _ := avrofile.Int(m["sequence_number"])
 			mf := manifest{path: p, seq: seq}
-			if spec, ok := avroInt(m["partition_spec_id"]); ok {
+			if spec, ok := avrofile.Int(m["partition_spec_id"]); ok {
 				s := int(spec)
 				mf.specID = &s
 			}
@@ -244,7 +244,7 @@ func (t *table) plan(id int64) (data, deletes []contentFile, err error) {
 			return nil, nil, fmt.Errorf("%s: %w", m.path, err)
 		}
 		for _, e := range a.Records {
-			if status, _ := avroInt(e["status"]); status == 2 { // DELETED
+			if status, _ := avrofile.Int(e["status"]); status == 2 { // DELETED
 				continue
 			}
 			df, ok := e["data_file"].(map[string]any)
@@ -252,26 +252,26 @@ func (t *table) plan(id int64) (data, deletes []contentFile, err error) {
 				return nil, nil, fmt.Errorf("%s: manifest entry without data_file", m.path)
 			}
 			f := contentFile{specID: specID, partitionKeys: partKeys}
-			content, _ := avroInt(df["content"])
+			content, _ := avrofile.Int(df["content"])
 			f.content = int(content)
 			f.path, _ = df["file_path"].(string)
 			format, _ := df["file_format"].(string)
 			f.format = strings.ToUpper(format)
 			f.partition, _ = df["partition"].(map[string]any)
-			f.recordCount, _ = avroInt(df["record_count"])
-			if seq, ok := avroInt(e["sequence_number"]); ok {
+			f.recordCount, _ = avrofile.Int(df["record_count"])
+			if seq, ok := avrofile.Int(e["sequence_number"]); ok {
 				f.dataSeq = seq
 			} else if t.meta.FormatVersion >= 2 {
 				f.dataSeq = m.seq
 			}
 			ids, _ := df["equality_ids"].([]any)
 			for _, id := range ids {
-				n, _ := avroInt(id)
+				n, _ := avrofile.Int(id)
 				f.equalityIDs = append(f.equalityIDs, int(n))
 			}
 			f.referenced, _ = df["referenced_data_file"].(string)
-			f.contentOffset, _ = avroInt(df["content_offset"])
-			f.contentSize, _ = avroInt(df["content_size_in_bytes"])
+			f.contentOffset, _ = avrofile.Int(df["content_offset"])
+			f.contentSize, _ = avrofile.Int(df["content_size_in_bytes"])
 			if f.content == 0 {
 				data = append(data, f)
 			} else {
@@ -280,18 +280,6 @@ func (t *table) plan(id int64) (data, deletes []contentFile, err error) {
 		}
 	}
 	return data, deletes, nil
-}
-
-func avroInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	}
-	return 0, false
 }
 
 type positionDeletes struct {
@@ -589,7 +577,7 @@ func partitionKey(p map[string]any) string {
 	var b strings.Builder
 	for _, k := range keys {
 		v := p[k]
-		if n, ok := avroInt(v); ok {
+		if n, ok := avrofile.Int(v); ok {
 			v = n
 		}
 		fmt.Fprintf(&b, "%q=%#v;", k, v)
