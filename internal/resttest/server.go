@@ -93,6 +93,12 @@ type Commit struct {
 	Seq int
 }
 
+// Has reports whether the commit carries an update with this action
+// ("add-snapshot", "remove-snapshots", ...).
+func (c Commit) Has(action string) bool {
+	return slices.ContainsFunc(c.Updates, func(u table.Update) bool { return u.Action() == action })
+}
+
 // Reply is an error answer a BeforeCommit hook asks for (a fault test).
 type Reply struct {
 	Code    int

@@ -53,6 +53,20 @@ func client(t *testing.T, srv *Server, props map[string]string) (*rest.Catalog, 
 
 var events = table.Identifier{"demo", "events"}
 
+// withToken serves a fresh backing catalog with cfg plus the bearer token
+// "tok", and opens a client with that token.
+func withToken(t *testing.T, cfg Config) (*sqlcat.Catalog, *Server, *rest.Catalog) {
+	t.Helper()
+	back := backing(t)
+	cfg.Tokens = append(cfg.Tokens, "tok")
+	srv := Start(t, back, cfg)
+	cat, err := client(t, srv, map[string]string{"token": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back, srv, cat
+}
+
 // Everything the maintainer does through the REST client works: OAuth2
 // client credentials, listing, loading and committing, with no spec
 // violation either way.
@@ -188,12 +202,7 @@ func errorModel(t *testing.T, body string) errModel {
 // Missing tables and namespaces are the spec's 404s, with their exception
 // types, and reach the client as iceberg-go's sentinels.
 func TestNotFound(t *testing.T) {
-	back := backing(t)
-	srv := Start(t, back, Config{Tokens: []string{"tok"}})
-	cat, err := client(t, srv, map[string]string{"token": "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, srv, cat := withToken(t, Config{})
 	ctx := t.Context()
 	if _, err := cat.LoadTable(ctx, table.Identifier{"demo", "nope"}); !errors.Is(err, catalog.ErrNoSuchTable) {
 		t.Errorf("load a missing table: %v", err)
@@ -225,12 +234,7 @@ func TestNotFound(t *testing.T) {
 // metadata: the true one lets the commit through, the false one fails it
 // with 409 CommitFailedException (table.ErrCommitFailed in the client).
 func TestRequirements(t *testing.T) {
-	back := backing(t)
-	srv := Start(t, back, Config{Tokens: []string{"tok"}})
-	cat, err := client(t, srv, map[string]string{"token": "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	back, _, cat := withToken(t, Config{})
 	ctx := t.Context()
 	tbl, err := cat.LoadTable(ctx, events)
 	if err != nil {
@@ -364,12 +368,12 @@ func TestSchemaChecks(t *testing.T) {
 		{"error code range", (*checker).errorResponse, `{"error":{"message":"m","type":"T","code":200}}`, []string{"outside [400, 600]"}},
 		{"error code float", (*checker).errorResponse, `{"error":{"message":"m","type":"T","code":404.5}}`, []string{"want an integer"}},
 		{"config", (*checker).catalogConfig, `{"defaults":{},"overrides":{"a":1},"endpoints":["GET"]}`,
-			[]string{"$.overrides.a: want a string", "is not \"<HTTP verb>"}},
+			[]string{"is not \"<HTTP verb>", "$.overrides.a: want a string"}},
 		{"token type", (*checker).oauthTokenResponse, `{"access_token":"x","token_type":"Bearer"}`, []string{`"Bearer" is not one of`}},
 		{"metadata", (*checker).loadTableResult, `{"metadata":{"format-version":4,"table-uuid":"u",
 			"snapshots":[{"snapshot-id":1,"timestamp-ms":1,"manifest-list":"m","summary":{"operation":"compact"}}],
 			"refs":{"main":{"type":"trunk","snapshot-id":1}}}}`,
-			[]string{"outside [1, 3]", `"compact" is not one of`, `"trunk" is not one of`}},
+			[]string{"outside [1, 3]", `"trunk" is not one of`, `"compact" is not one of`}},
 		{"metadata required", (*checker).commitTableResponse, `{"metadata":{}}`,
 			[]string{`"metadata-location" is missing`, `"format-version" is missing`, `"table-uuid" is missing`}},
 		{"list tables", (*checker).listTablesResponse, `{"identifiers":[{"namespace":"demo","name":"t"}]}`, []string{"want an array"}},

@@ -9,6 +9,7 @@ package resttest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -149,33 +150,46 @@ func kind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// props are the properties of an object schema with the check of each.
+type props map[string]func(string, any)
+
+// obj checks an object schema: its required fields and the properties
+// present, in name order so that problems come in a stable order.
+func (c *checker) obj(path string, v any, required []string, ps props) map[string]any {
+	m := c.object(path, v, required...)
+	for _, k := range slices.Sorted(maps.Keys(ps)) {
+		field(m, path, k, ps[k])
+	}
+	return m
+}
+
+// req lists required fields.
+func req(fields ...string) []string { return fields }
+
 // ---------------------------------------------------------------------------
 // Schemas of the spec, one function each.
 
 // ErrorModel / IcebergErrorResponse (additionalProperties: false).
 func (c *checker) errorResponse(path string, v any) {
-	m := c.object(path, v, "error")
+	m := c.obj(path, v, req("error"), props{"error": func(p string, v any) {
+		c.obj(p, v, req("message", "type", "code"), props{
+			"message": c.str, "type": c.str, "code": c.intRange(400, 600), "stack": c.array(c.str),
+		})
+	}})
 	for k := range m {
 		if k != "error" {
 			c.fail(path, "unexpected field %q (additionalProperties: false)", k)
 		}
 	}
-	field(m, path, "error", func(p string, v any) {
-		e := c.object(p, v, "message", "type", "code")
-		field(e, p, "message", c.str)
-		field(e, p, "type", c.str)
-		field(e, p, "code", c.intRange(400, 600))
-		field(e, p, "stack", c.array(c.str))
-	})
 }
 
 // OAuthError.
 func (c *checker) oauthError(path string, v any) {
-	m := c.object(path, v, "error")
-	field(m, path, "error", c.enum("invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
-		"unsupported_grant_type", "invalid_scope"))
-	field(m, path, "error_description", c.str)
-	field(m, path, "error_uri", c.str)
+	c.obj(path, v, req("error"), props{
+		"error": c.enum("invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
+			"unsupported_grant_type", "invalid_scope"),
+		"error_description": c.str, "error_uri": c.str,
+	})
 }
 
 var tokenTypes = []string{
@@ -186,29 +200,25 @@ var tokenTypes = []string{
 
 // OAuthTokenResponse.
 func (c *checker) oauthTokenResponse(path string, v any) {
-	m := c.object(path, v, "access_token", "token_type")
-	field(m, path, "access_token", c.str)
-	field(m, path, "token_type", c.enum("bearer", "mac", "N_A"))
-	field(m, path, "expires_in", c.integer)
-	field(m, path, "issued_token_type", c.enum(tokenTypes...))
-	field(m, path, "refresh_token", c.str)
-	field(m, path, "scope", c.str)
+	c.obj(path, v, req("access_token", "token_type"), props{
+		"access_token": c.str, "token_type": c.enum("bearer", "mac", "N_A"), "expires_in": c.integer,
+		"issued_token_type": c.enum(tokenTypes...), "refresh_token": c.str, "scope": c.str,
+	})
 }
 
 // CatalogConfig.
 func (c *checker) catalogConfig(path string, v any) {
-	m := c.object(path, v, "defaults", "overrides")
-	field(m, path, "defaults", c.stringMap)
-	field(m, path, "overrides", c.stringMap)
-	field(m, path, "endpoints", c.array(func(p string, v any) {
-		c.str(p, v)
-		if s, ok := v.(string); ok {
-			if verb, route, ok := strings.Cut(s, " "); !ok || verb == "" || !strings.HasPrefix(route, "/v1/") {
-				c.fail(p, "%q is not \"<HTTP verb> <resource path>\"", s)
+	c.obj(path, v, req("defaults", "overrides"), props{
+		"defaults": c.stringMap, "overrides": c.stringMap, "idempotency-key-lifetime": c.str,
+		"endpoints": c.array(func(p string, v any) {
+			c.str(p, v)
+			if s, ok := v.(string); ok {
+				if verb, route, ok := strings.Cut(s, " "); !ok || verb == "" || !strings.HasPrefix(route, "/v1/") {
+					c.fail(p, "%q is not \"<HTTP verb> <resource path>\"", s)
+				}
 			}
-		}
-	}))
-	field(m, path, "idempotency-key-lifetime", c.str)
+		}),
+	})
 }
 
 // Namespace.
@@ -216,91 +226,76 @@ func (c *checker) namespace(path string, v any) { c.array(c.str)(path, v) }
 
 // TableIdentifier.
 func (c *checker) tableIdentifier(path string, v any) {
-	m := c.object(path, v, "namespace", "name")
-	field(m, path, "namespace", c.namespace)
-	field(m, path, "name", c.str)
+	c.obj(path, v, req("namespace", "name"), props{"namespace": c.namespace, "name": c.str})
 }
 
 // ListNamespacesResponse.
 func (c *checker) listNamespacesResponse(path string, v any) {
-	m := c.object(path, v)
-	field(m, path, "next-page-token", c.nullableStr)
-	field(m, path, "namespaces", c.array(c.namespace))
+	c.obj(path, v, nil, props{"next-page-token": c.nullableStr, "namespaces": c.array(c.namespace)})
 }
 
 // GetNamespaceResponse.
 func (c *checker) getNamespaceResponse(path string, v any) {
-	m := c.object(path, v, "namespace")
-	field(m, path, "namespace", c.namespace)
-	field(m, path, "properties", func(p string, v any) {
+	c.obj(path, v, req("namespace"), props{"namespace": c.namespace, "properties": func(p string, v any) {
 		if v != nil {
 			c.stringMap(p, v)
 		}
-	})
+	}})
 }
 
 // ListTablesResponse.
 func (c *checker) listTablesResponse(path string, v any) {
-	m := c.object(path, v)
-	field(m, path, "next-page-token", c.nullableStr)
-	field(m, path, "identifiers", c.array(c.tableIdentifier))
+	c.obj(path, v, nil, props{"next-page-token": c.nullableStr, "identifiers": c.array(c.tableIdentifier)})
 }
 
 // LoadTableResult.
 func (c *checker) loadTableResult(path string, v any) {
-	m := c.object(path, v, "metadata")
-	field(m, path, "metadata-location", c.nullableStr)
-	field(m, path, "metadata", c.tableMetadata)
-	field(m, path, "config", c.stringMap)
-	field(m, path, "storage-credentials", c.array(func(p string, v any) {
-		sc := c.object(p, v, "prefix", "config")
-		field(sc, p, "prefix", c.str)
-		field(sc, p, "config", c.stringMap)
-	}))
+	c.obj(path, v, req("metadata"), props{
+		"metadata-location": c.nullableStr, "metadata": c.tableMetadata, "config": c.stringMap,
+		"storage-credentials": c.array(func(p string, v any) {
+			c.obj(p, v, req("prefix", "config"), props{"prefix": c.str, "config": c.stringMap})
+		}),
+	})
 }
 
 // CommitTableResponse.
 func (c *checker) commitTableResponse(path string, v any) {
-	m := c.object(path, v, "metadata-location", "metadata")
-	field(m, path, "metadata-location", c.str)
-	field(m, path, "metadata", c.tableMetadata)
+	c.obj(path, v, req("metadata-location", "metadata"), props{"metadata-location": c.str, "metadata": c.tableMetadata})
+}
+
+// timestamped is the shape of SnapshotLog and MetadataLog entries: an id
+// or file, and timestamp-ms.
+func (c *checker) timestamped(key string, check func(string, any)) func(string, any) {
+	return c.array(func(p string, v any) {
+		c.obj(p, v, req(key, "timestamp-ms"), props{key: check, "timestamp-ms": c.integer})
+	})
 }
 
 // TableMetadata.
 func (c *checker) tableMetadata(path string, v any) {
-	m := c.object(path, v, "format-version", "table-uuid")
-	field(m, path, "format-version", c.intRange(1, 3))
-	field(m, path, "table-uuid", c.str)
-	field(m, path, "location", c.str)
-	for _, k := range []string{"last-updated-ms", "next-row-id", "current-schema-id", "last-column-id",
-		"default-spec-id", "last-partition-id", "default-sort-order-id", "last-sequence-number"} {
-		field(m, path, k, c.integer)
-	}
-	// -1 (or null in older writers) means no current snapshot.
-	field(m, path, "current-snapshot-id", c.nullableInt)
-	field(m, path, "properties", c.stringMap)
-	field(m, path, "schemas", c.array(c.schema))
-	field(m, path, "partition-specs", c.array(c.partitionSpec))
-	field(m, path, "sort-orders", c.array(c.sortOrder))
-	field(m, path, "snapshots", c.array(c.snapshot))
-	field(m, path, "refs", func(p string, v any) {
-		for name, ref := range c.object(p, v) {
-			c.snapshotReference(p+"."+name, ref)
-		}
+	c.obj(path, v, req("format-version", "table-uuid"), props{
+		"format-version": c.intRange(1, 3), "table-uuid": c.str, "location": c.str,
+		"last-updated-ms": c.integer, "next-row-id": c.integer, "current-schema-id": c.integer,
+		"last-column-id": c.integer, "default-spec-id": c.integer, "last-partition-id": c.integer,
+		"default-sort-order-id": c.integer, "last-sequence-number": c.integer,
+		// -1 (or null in older writers) means no current snapshot.
+		"current-snapshot-id": c.nullableInt,
+		"properties":          c.stringMap,
+		"schemas":             c.array(c.schema),
+		"partition-specs":     c.array(c.partitionSpec),
+		"sort-orders":         c.array(c.sortOrder),
+		"snapshots":           c.array(c.snapshot),
+		"refs": func(p string, v any) {
+			for name, ref := range c.object(p, v) {
+				c.snapshotReference(p+"."+name, ref)
+			}
+		},
+		"snapshot-log":         c.timestamped("snapshot-id", c.integer),
+		"metadata-log":         c.timestamped("metadata-file", c.str),
+		"statistics":           c.array(c.statisticsFile),
+		"partition-statistics": c.array(c.partitionStatisticsFile),
+		"encryption-keys":      c.array(c.encryptedKey),
 	})
-	field(m, path, "snapshot-log", c.array(func(p string, v any) {
-		e := c.object(p, v, "snapshot-id", "timestamp-ms")
-		field(e, p, "snapshot-id", c.integer)
-		field(e, p, "timestamp-ms", c.integer)
-	}))
-	field(m, path, "metadata-log", c.array(func(p string, v any) {
-		e := c.object(p, v, "metadata-file", "timestamp-ms")
-		field(e, p, "metadata-file", c.str)
-		field(e, p, "timestamp-ms", c.integer)
-	}))
-	field(m, path, "statistics", c.array(c.statisticsFile))
-	field(m, path, "partition-statistics", c.array(c.partitionStatisticsFile))
-	field(m, path, "encryption-keys", c.array(c.encryptedKey))
 }
 
 // Schema: a StructType with schema-id and identifier-field-ids.
@@ -312,17 +307,14 @@ func (c *checker) schema(path string, v any) {
 
 // StructType.
 func (c *checker) structType(path string, v any) map[string]any {
-	m := c.object(path, v, "type", "fields")
-	field(m, path, "type", c.enum("struct"))
-	field(m, path, "fields", c.array(func(p string, v any) {
-		f := c.object(p, v, "id", "name", "type", "required")
-		field(f, p, "id", c.integer)
-		field(f, p, "name", c.str)
-		field(f, p, "type", c.typ)
-		field(f, p, "required", c.boolean)
-		field(f, p, "doc", c.str)
-	}))
-	return m
+	return c.obj(path, v, req("type", "fields"), props{
+		"type": c.enum("struct"),
+		"fields": c.array(func(p string, v any) {
+			c.obj(p, v, req("id", "name", "type", "required"), props{
+				"id": c.integer, "name": c.str, "type": c.typ, "required": c.boolean, "doc": c.str,
+			})
+		}),
+	})
 }
 
 // Type: a PrimitiveType (a string), StructType, ListType or MapType.
@@ -335,17 +327,13 @@ func (c *checker) typ(path string, v any) {
 	case "struct":
 		c.structType(path, v)
 	case "list":
-		c.object(path, v, "element-id", "element", "element-required")
-		field(m, path, "element-id", c.integer)
-		field(m, path, "element", c.typ)
-		field(m, path, "element-required", c.boolean)
+		c.obj(path, v, req("element-id", "element", "element-required"), props{
+			"element-id": c.integer, "element": c.typ, "element-required": c.boolean,
+		})
 	case "map":
-		c.object(path, v, "key-id", "key", "value-id", "value", "value-required")
-		field(m, path, "key-id", c.integer)
-		field(m, path, "key", c.typ)
-		field(m, path, "value-id", c.integer)
-		field(m, path, "value", c.typ)
-		field(m, path, "value-required", c.boolean)
+		c.obj(path, v, req("key-id", "key", "value-id", "value", "value-required"), props{
+			"key-id": c.integer, "key": c.typ, "value-id": c.integer, "value": c.typ, "value-required": c.boolean,
+		})
 	default:
 		c.fail(path+".type", "%v is not struct, list or map", m["type"])
 	}
@@ -353,102 +341,85 @@ func (c *checker) typ(path string, v any) {
 
 // PartitionSpec.
 func (c *checker) partitionSpec(path string, v any) {
-	m := c.object(path, v, "fields")
-	field(m, path, "spec-id", c.integer)
-	field(m, path, "fields", c.array(func(p string, v any) {
-		f := c.object(p, v, "source-id", "transform", "name")
-		field(f, p, "field-id", c.integer)
-		field(f, p, "source-id", c.integer)
-		field(f, p, "name", c.str)
-		field(f, p, "transform", c.str)
-	}))
+	c.obj(path, v, req("fields"), props{"spec-id": c.integer, "fields": c.array(func(p string, v any) {
+		c.obj(p, v, req("source-id", "transform", "name"), props{
+			"field-id": c.integer, "source-id": c.integer, "name": c.str, "transform": c.str,
+		})
+	})})
 }
 
 // SortOrder.
 func (c *checker) sortOrder(path string, v any) {
-	m := c.object(path, v, "order-id", "fields")
-	field(m, path, "order-id", c.integer)
-	field(m, path, "fields", c.array(func(p string, v any) {
-		f := c.object(p, v, "source-id", "transform", "direction", "null-order")
-		field(f, p, "source-id", c.integer)
-		field(f, p, "transform", c.str)
-		field(f, p, "direction", c.enum("asc", "desc"))
-		field(f, p, "null-order", c.enum("nulls-first", "nulls-last"))
-	}))
+	c.obj(path, v, req("order-id", "fields"), props{"order-id": c.integer, "fields": c.array(func(p string, v any) {
+		c.obj(p, v, req("source-id", "transform", "direction", "null-order"), props{
+			"source-id": c.integer, "transform": c.str,
+			"direction": c.enum("asc", "desc"), "null-order": c.enum("nulls-first", "nulls-last"),
+		})
+	})})
 }
 
 // Snapshot.
 func (c *checker) snapshot(path string, v any) {
-	m := c.object(path, v, "snapshot-id", "timestamp-ms", "manifest-list", "summary")
-	for _, k := range []string{"snapshot-id", "parent-snapshot-id", "sequence-number", "timestamp-ms",
-		"first-row-id", "added-rows", "schema-id"} {
-		field(m, path, k, c.integer)
-	}
-	field(m, path, "manifest-list", c.str)
-	field(m, path, "summary", func(p string, v any) {
-		s := c.object(p, v, "operation")
-		field(s, p, "operation", c.enum("append", "replace", "overwrite", "delete"))
-		for k, x := range s {
-			c.str(p+"."+k, x)
-		}
+	c.obj(path, v, req("snapshot-id", "timestamp-ms", "manifest-list", "summary"), props{
+		"snapshot-id": c.integer, "parent-snapshot-id": c.integer, "sequence-number": c.integer,
+		"timestamp-ms": c.integer, "first-row-id": c.integer, "added-rows": c.integer, "schema-id": c.integer,
+		"manifest-list": c.str,
+		"summary": func(p string, v any) {
+			s := c.obj(p, v, req("operation"), props{"operation": c.enum("append", "replace", "overwrite", "delete")})
+			for k, x := range s {
+				c.str(p+"."+k, x)
+			}
+		},
 	})
 }
 
 // SnapshotReference.
 func (c *checker) snapshotReference(path string, v any) {
-	m := c.object(path, v, "type", "snapshot-id")
-	field(m, path, "type", c.enum("tag", "branch"))
-	for _, k := range []string{"snapshot-id", "max-ref-age-ms", "max-snapshot-age-ms", "min-snapshots-to-keep"} {
-		field(m, path, k, c.integer)
-	}
+	c.obj(path, v, req("type", "snapshot-id"), props{
+		"type": c.enum("tag", "branch"), "snapshot-id": c.integer,
+		"max-ref-age-ms": c.integer, "max-snapshot-age-ms": c.integer, "min-snapshots-to-keep": c.integer,
+	})
 }
 
 // StatisticsFile.
 func (c *checker) statisticsFile(path string, v any) {
-	m := c.object(path, v, "snapshot-id", "statistics-path", "file-size-in-bytes", "file-footer-size-in-bytes", "blob-metadata")
-	field(m, path, "snapshot-id", c.integer)
-	field(m, path, "statistics-path", c.str)
-	field(m, path, "file-size-in-bytes", c.integer)
-	field(m, path, "file-footer-size-in-bytes", c.integer)
-	field(m, path, "blob-metadata", c.array(func(p string, v any) {
-		b := c.object(p, v, "type", "snapshot-id", "sequence-number", "fields")
-		field(b, p, "type", c.str)
-		field(b, p, "snapshot-id", c.integer)
-		field(b, p, "sequence-number", c.integer)
-		field(b, p, "fields", c.array(c.integer))
-		field(b, p, "properties", c.stringMap)
-	}))
+	c.obj(path, v, req("snapshot-id", "statistics-path", "file-size-in-bytes", "file-footer-size-in-bytes", "blob-metadata"), props{
+		"snapshot-id": c.integer, "statistics-path": c.str, "file-size-in-bytes": c.integer,
+		"file-footer-size-in-bytes": c.integer,
+		"blob-metadata": c.array(func(p string, v any) {
+			c.obj(p, v, req("type", "snapshot-id", "sequence-number", "fields"), props{
+				"type": c.str, "snapshot-id": c.integer, "sequence-number": c.integer,
+				"fields": c.array(c.integer), "properties": c.stringMap,
+			})
+		}),
+	})
 }
 
 // PartitionStatisticsFile.
 func (c *checker) partitionStatisticsFile(path string, v any) {
-	m := c.object(path, v, "snapshot-id", "statistics-path", "file-size-in-bytes")
-	field(m, path, "snapshot-id", c.integer)
-	field(m, path, "statistics-path", c.str)
-	field(m, path, "file-size-in-bytes", c.integer)
+	c.obj(path, v, req("snapshot-id", "statistics-path", "file-size-in-bytes"), props{
+		"snapshot-id": c.integer, "statistics-path": c.str, "file-size-in-bytes": c.integer,
+	})
 }
 
 // EncryptedKey.
 func (c *checker) encryptedKey(path string, v any) {
-	m := c.object(path, v, "key-id", "encrypted-key-metadata")
-	field(m, path, "key-id", c.str)
-	field(m, path, "encrypted-key-metadata", c.str)
-	field(m, path, "encrypted-by-id", c.str)
-	field(m, path, "properties", c.stringMap)
+	c.obj(path, v, req("key-id", "encrypted-key-metadata"), props{
+		"key-id": c.str, "encrypted-key-metadata": c.str, "encrypted-by-id": c.str, "properties": c.stringMap,
+	})
 }
 
 // CommitTableRequest.
 func (c *checker) commitTableRequest(path string, v any) {
-	m := c.object(path, v, "requirements", "updates")
-	field(m, path, "identifier", c.tableIdentifier)
-	field(m, path, "requirements", c.array(c.tableRequirement))
-	field(m, path, "updates", c.array(c.tableUpdate))
+	c.obj(path, v, req("requirements", "updates"), props{
+		"identifier": c.tableIdentifier, "requirements": c.array(c.tableRequirement), "updates": c.array(c.tableUpdate),
+	})
 }
 
 // requirementFields are the fields each TableRequirement type requires
-// beyond "type", with their checks; the spec's discriminator mapping.
-func (c *checker) requirementFields(typ string) (map[string]func(string, any), bool) {
-	f, ok := map[string]map[string]func(string, any){
+// beyond "type", with their checks: the spec's discriminator mapping.
+func (c *checker) requirementFields(typ string) (props, bool) {
+	f, ok := map[string]props{
 		"assert-create":                     {},
 		"assert-table-uuid":                 {"uuid": c.str},
 		"assert-ref-snapshot-id":            {"ref": c.str, "snapshot-id": c.nullableInt},
@@ -470,13 +441,12 @@ func (c *checker) tableRequirement(path string, v any) {
 		c.fail(path+".type", "unknown requirement type %v", m["type"])
 		return
 	}
-	for k, check := range fields {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if _, present := m[k]; !present {
 			c.fail(path, "%s requires field %q", typ, k)
-			continue
 		}
-		check(path+"."+k, m[k])
 	}
+	c.obj(path, v, nil, fields)
 }
 
 // TableUpdate, by its discriminator "action": the required fields of each
@@ -486,43 +456,39 @@ func (c *checker) tableUpdate(path string, v any) {
 	action, _ := m["action"].(string)
 	type spec struct {
 		required []string
-		fields   map[string]func(string, any)
+		fields   props
 	}
 	specs := map[string]spec{
-		"assign-uuid":            {[]string{"uuid"}, map[string]func(string, any){"uuid": c.str}},
-		"upgrade-format-version": {[]string{"format-version"}, map[string]func(string, any){"format-version": c.integer}},
-		"add-schema": {[]string{"schema"}, map[string]func(string, any){
-			"schema": func(p string, v any) { c.schema(p, v) }, "last-column-id": c.integer}},
-		"set-current-schema":     {[]string{"schema-id"}, map[string]func(string, any){"schema-id": c.integer}},
-		"add-spec":               {[]string{"spec"}, map[string]func(string, any){"spec": c.partitionSpec}},
-		"set-default-spec":       {[]string{"spec-id"}, map[string]func(string, any){"spec-id": c.integer}},
-		"add-sort-order":         {[]string{"sort-order"}, map[string]func(string, any){"sort-order": c.sortOrder}},
-		"set-default-sort-order": {[]string{"sort-order-id"}, map[string]func(string, any){"sort-order-id": c.integer}},
-		"add-snapshot":           {[]string{"snapshot"}, map[string]func(string, any){"snapshot": c.snapshot}},
-		"set-snapshot-ref": {[]string{"ref-name", "type", "snapshot-id"}, map[string]func(string, any){
+		"assign-uuid":            {req("uuid"), props{"uuid": c.str}},
+		"upgrade-format-version": {req("format-version"), props{"format-version": c.integer}},
+		"add-schema":             {req("schema"), props{"schema": c.schema, "last-column-id": c.integer}},
+		"set-current-schema":     {req("schema-id"), props{"schema-id": c.integer}},
+		"add-spec":               {req("spec"), props{"spec": c.partitionSpec}},
+		"set-default-spec":       {req("spec-id"), props{"spec-id": c.integer}},
+		"add-sort-order":         {req("sort-order"), props{"sort-order": c.sortOrder}},
+		"set-default-sort-order": {req("sort-order-id"), props{"sort-order-id": c.integer}},
+		"add-snapshot":           {req("snapshot"), props{"snapshot": c.snapshot}},
+		"set-snapshot-ref": {req("ref-name", "type", "snapshot-id"), props{
 			"ref-name": c.str, "type": c.enum("tag", "branch"), "snapshot-id": c.integer,
 			"max-ref-age-ms": c.integer, "max-snapshot-age-ms": c.integer, "min-snapshots-to-keep": c.integer}},
-		"remove-snapshots":            {[]string{"snapshot-ids"}, map[string]func(string, any){"snapshot-ids": c.array(c.integer)}},
-		"remove-snapshot-ref":         {[]string{"ref-name"}, map[string]func(string, any){"ref-name": c.str}},
-		"set-location":                {[]string{"location"}, map[string]func(string, any){"location": c.str}},
-		"set-properties":              {[]string{"updates"}, map[string]func(string, any){"updates": c.stringMap}},
-		"remove-properties":           {[]string{"removals"}, map[string]func(string, any){"removals": c.array(c.str)}},
-		"set-statistics":              {[]string{"statistics"}, map[string]func(string, any){"statistics": c.statisticsFile, "snapshot-id": c.integer}},
-		"remove-statistics":           {[]string{"snapshot-id"}, map[string]func(string, any){"snapshot-id": c.integer}},
-		"set-partition-statistics":    {[]string{"partition-statistics"}, map[string]func(string, any){"partition-statistics": c.partitionStatisticsFile}},
-		"remove-partition-statistics": {[]string{"snapshot-id"}, map[string]func(string, any){"snapshot-id": c.integer}},
-		"remove-partition-specs":      {[]string{"spec-ids"}, map[string]func(string, any){"spec-ids": c.array(c.integer)}},
-		"remove-schemas":              {[]string{"schema-ids"}, map[string]func(string, any){"schema-ids": c.array(c.integer)}},
-		"add-encryption-key":          {[]string{"encryption-key"}, map[string]func(string, any){"encryption-key": c.encryptedKey}},
-		"remove-encryption-key":       {[]string{"key-id"}, map[string]func(string, any){"key-id": c.str}},
+		"remove-snapshots":            {req("snapshot-ids"), props{"snapshot-ids": c.array(c.integer)}},
+		"remove-snapshot-ref":         {req("ref-name"), props{"ref-name": c.str}},
+		"set-location":                {req("location"), props{"location": c.str}},
+		"set-properties":              {req("updates"), props{"updates": c.stringMap}},
+		"remove-properties":           {req("removals"), props{"removals": c.array(c.str)}},
+		"set-statistics":              {req("statistics"), props{"statistics": c.statisticsFile, "snapshot-id": c.integer}},
+		"remove-statistics":           {req("snapshot-id"), props{"snapshot-id": c.integer}},
+		"set-partition-statistics":    {req("partition-statistics"), props{"partition-statistics": c.partitionStatisticsFile}},
+		"remove-partition-statistics": {req("snapshot-id"), props{"snapshot-id": c.integer}},
+		"remove-partition-specs":      {req("spec-ids"), props{"spec-ids": c.array(c.integer)}},
+		"remove-schemas":              {req("schema-ids"), props{"schema-ids": c.array(c.integer)}},
+		"add-encryption-key":          {req("encryption-key"), props{"encryption-key": c.encryptedKey}},
+		"remove-encryption-key":       {req("key-id"), props{"key-id": c.str}},
 	}
 	s, ok := specs[action]
 	if !ok {
 		c.fail(path+".action", "unknown update action %v", m["action"])
 		return
 	}
-	c.object(path, v, s.required...)
-	for k, check := range s.fields {
-		field(m, path, k, check)
-	}
+	c.obj(path, v, s.required, s.fields)
 }
