@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
@@ -305,21 +306,22 @@ func TestRESTExpireConcurrentTag(t *testing.T) {
 			w := newRESTWarehouse(t, "", name)
 			cfg := w.restConfig(t, "credential_file", restCredential, expireNow)
 			before := w.state(t, name)
-			var tagged int64
+			var tagged atomic.Int64 // set by the server's handler
 			w.onCommit(func(ctx context.Context, cm resttest.Commit) error {
-				if !cm.Has("remove-snapshots") || tagged != 0 {
+				if !cm.Has("remove-snapshots") || tagged.Load() != 0 {
 					return nil
 				}
 				tbl, err := w.back.LoadTable(ctx, ident)
 				if err != nil {
 					return err
 				}
-				tagged = tbl.CurrentSnapshot().SnapshotID
+				id := tbl.CurrentSnapshot().SnapshotID
 				if c.oldest {
-					tagged = tbl.Metadata().Snapshots()[0].SnapshotID
+					id = tbl.Metadata().Snapshots()[0].SnapshotID
 				}
+				tagged.Store(id)
 				_, _, err = w.back.CommitTable(ctx, ident, []table.Requirement{table.AssertRefSnapshotID("audit", nil)},
-					[]table.Update{table.NewSetSnapshotRefUpdate("audit", tagged, table.TagRef, 0, 0, 0)})
+					[]table.Update{table.NewSetSnapshotRefUpdate("audit", id, table.TagRef, 0, 0, 0)})
 				return err
 			})
 			filesBefore := treeHash(t, w.tableDir(name))
@@ -342,8 +344,8 @@ func TestRESTExpireConcurrentTag(t *testing.T) {
 			}
 			if !c.oldest {
 				expectCode(t, r, 0, "expiry with a tag created on the current snapshot")
-				if refs["audit"] != tagged || after.snapshots != 1 || outs[0]["status"] != "succeeded" {
-					t.Errorf("refs %v (tagged %d), %d snapshots, outcome %v; want the tag kept and 1 snapshot", refs, tagged, after.snapshots, outs[0])
+				if refs["audit"] != tagged.Load() || after.snapshots != 1 || outs[0]["status"] != "succeeded" {
+					t.Errorf("refs %v (tagged %d), %d snapshots, outcome %v; want the tag kept and 1 snapshot", refs, tagged.Load(), after.snapshots, outs[0])
 				}
 				return
 			}
