@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -253,7 +254,13 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 	}
 	cat, err := catalog.Load(ctx, c.Name, props)
 	if err != nil {
-		return nil, fmt.Errorf("open %s catalog %q: %w", c.Type, c.Name, err)
+		// iceberg-go's REST errors for an HTTP status (401, 403, 503) do not
+		// say which server answered; name it (without any userinfo).
+		where := ""
+		if u, perr := url.Parse(props["uri"]); c.Type == config.CatalogREST && perr == nil && u.Host != "" {
+			where = " at " + u.Redacted()
+		}
+		return nil, fmt.Errorf("open %s catalog %q%s: %w", c.Type, c.Name, where, err)
 	}
 	return cat, nil
 }
