@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
@@ -114,5 +115,18 @@ func TestForTableOfAConfigNotParsed(t *testing.T) {
 	r, err := (&Config{}).ForTable("db.t", nil)
 	if err != nil || !reflect.DeepEqual(r.Compact, compact.DefaultConfig()) || r.Triggers["orphans"] != (trigger.Config{Interval: 24 * time.Hour, RateLimit: time.Hour}) {
 		t.Errorf("ForTable = %+v, %v", r, err)
+	}
+}
+
+// A task added to maintenance's registry without a config block (or the other
+// way round) would run with zero settings or never run: the two lists must
+// name the same tasks in the same order.
+func TestTaskBlocksFollowTheTaskRegistry(t *testing.T) {
+	var keys []string
+	for _, b := range TaskBlocks() {
+		keys = append(keys, b.Key)
+	}
+	if want := maintenance.TaskNames(); !slices.Equal(keys, want) {
+		t.Fatalf("config task blocks %v, maintenance tasks %v: every task needs its block, in run order", keys, want)
 	}
 }
