@@ -1,10 +1,14 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
+
+	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 func TestContainerMemoryLimit(t *testing.T) {
@@ -51,5 +55,52 @@ func TestWriterAllocatorLowersTheSoftLimit(t *testing.T) {
 	}
 	if a.Mapped() != 0 {
 		t.Errorf("%d bytes still mapped", a.Mapped())
+	}
+}
+
+// MAINTAINER_OFFHEAP_BUFFERS chooses where compaction's writers keep their
+// buffers: off the Go heap by default and with "on"; with "off" there is no
+// allocator, and the writers use the Go heap. Any other value is an error
+// that names the variable.
+func TestOffheapBuffersSwitch(t *testing.T) {
+	cases := []struct {
+		value   string
+		offheap bool
+		err     bool
+	}{
+		{"", true, false},
+		{"on", true, false},
+		{"off", false, false},
+		{"OFF", false, false},
+		{"no", false, true},
+	}
+	for _, tc := range cases {
+		getenv := func(key string) string {
+			if key == offheapEnv {
+				return tc.value
+			}
+			return ""
+		}
+		alloc, err := writeBuffers(getenv, math.MaxInt64)
+		switch {
+		case tc.err:
+			if err == nil || !strings.Contains(err.Error(), "MAINTAINER_OFFHEAP_BUFFERS") {
+				t.Errorf("%q: error %v; want one naming the variable", tc.value, err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.value, err)
+		case !tc.offheap:
+			if alloc != nil {
+				t.Errorf("%q: an allocator; want none (the Go heap)", tc.value)
+			}
+		case alloc == nil:
+			t.Errorf("%q: no allocator; want off-heap buffers", tc.value)
+		default:
+			mem, reclaim := alloc()
+			if _, ok := mem.(*offheap.Scope); !ok {
+				t.Errorf("%q: writers allocate from %T; want an off-heap scope", tc.value, mem)
+			}
+			reclaim()
+		}
 	}
 }
