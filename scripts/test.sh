@@ -11,17 +11,15 @@
 # what `go vet` checks. Give flag values with `=` when they look like a path
 # (-coverprofile=./c.out).
 #
-# On a fresh Debian machine (as root, with Go, node and npm) it installs what
-# the tests need: redis-server, promtool and amtool (apt: redis-server,
-# prometheus, prometheus-alertmanager) when they are not on PATH, and the Node
-# dependencies of the independent table verifier (npm ci into .cache/verify,
-# because shared/ is read-only). It starts a throw-away redis-server on a free
-# loopback port and stops it on exit.
+# On a fresh Debian machine (as root, with Go) it installs what the tests need:
+# redis-server, promtool and amtool (apt: redis-server, prometheus,
+# prometheus-alertmanager) when they are not on PATH. The fixture tables and
+# their independent verifier are in the repository (testdata/fixtures,
+# internal/testenv). It starts a throw-away redis-server on a free loopback
+# port and stops it on exit.
 #
 # Exported for the tests:
 #   MAINTAINER_TEST_REDIS_ADDR  127.0.0.1:PORT of that redis-server
-#   MAINTAINER_SHARED_DIR       the shared folder (fixtures, tools)
-#   MAINTAINER_VERIFY_DIR       verify.mjs with its node_modules
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,16 +28,7 @@ cd "$repo_root"
 log() { printf 'test.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-# --- shared folder: $MAINTAINER_SHARED_DIR, else the repo's sibling "shared"
-# (the same rule as internal/testenv.SharedDir).
-shared_dir=${MAINTAINER_SHARED_DIR:-$(dirname "$repo_root")/shared}
-[ -f "$shared_dir/fixtures/expected.json" ] && [ -f "$shared_dir/tools/verify/verify.mjs" ] ||
-  die "shared folder not found at $shared_dir (expected fixtures/ and tools/ there); set MAINTAINER_SHARED_DIR"
-shared_dir=$(cd "$shared_dir" && pwd)
-
 command -v go >/dev/null || die "go is not on PATH"
-command -v node >/dev/null || die "node is not on PATH (the table verifier needs Node.js 18 or later)"
-command -v npm >/dev/null || die "npm is not on PATH"
 
 # --- Debian packages, installed only when their command is missing:
 # redis-server (lock tests), promtool and amtool (alert rules and the
@@ -72,23 +61,6 @@ fi
 # The tests of deploy/ skip without these tools on a developer's machine;
 # here they were installed, so a missing one is a failure.
 export MAINTAINER_REQUIRE_TOOLS=1
-
-# --- Node dependencies of the verifier: shared/ is read-only, so verify.mjs
-# and its lock file are copied into .cache/verify and installed there.
-verify_src=$shared_dir/tools/verify
-verify_dir=${MAINTAINER_VERIFY_DIR:-$repo_root/.cache/verify}
-mkdir -p "$verify_dir"
-for f in verify.mjs package.json package-lock.json; do
-  cmp -s "$verify_src/$f" "$verify_dir/$f" || cp "$verify_src/$f" "$verify_dir/$f"
-  chmod u+w "$verify_dir/$f"
-done
-stamp=$verify_dir/node_modules/.maintainer-installed
-if [ ! -f "$stamp" ] || ! cmp -s "$verify_dir/package-lock.json" "$stamp"; then
-  log "installing the verifier's Node dependencies (npm ci in $verify_dir)"
-  (cd "$verify_dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  cp "$verify_dir/package-lock.json" "$stamp"
-fi
-verify_dir=$(cd "$verify_dir" && pwd)
 
 # --- a private redis-server on a free loopback port.
 redis_pid=
@@ -131,9 +103,7 @@ done
 [ -n "$redis_port" ] || { cat "$redis_log" >&2; die "could not start redis-server"; }
 
 export MAINTAINER_TEST_REDIS_ADDR=127.0.0.1:$redis_port
-export MAINTAINER_SHARED_DIR=$shared_dir
-export MAINTAINER_VERIFY_DIR=$verify_dir
-log "redis-server on $MAINTAINER_TEST_REDIS_ADDR (pid $redis_pid); shared: $MAINTAINER_SHARED_DIR"
+log "redis-server on $MAINTAINER_TEST_REDIS_ADDR (pid $redis_pid)"
 
 # --- packages vs go test flags.
 module=$(go list -m)

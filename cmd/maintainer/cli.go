@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")
 	pf.StringArrayVar(&g.tables, "table", nil, "only tables matching this `glob` (* within a level, ** across levels); repeatable")
-	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.AllTasks, "|")+"); repeatable")
+	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.TaskNames(), "|")+"); repeatable")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(
@@ -96,8 +96,8 @@ func (g *globals) validateFlags() error {
 		errs = append(errs, fmt.Errorf("--output must be text or json, got %q", g.output))
 	}
 	for _, t := range g.tasks {
-		if !slices.Contains(maintenance.AllTasks, t) {
-			errs = append(errs, fmt.Errorf("--task %q is not a task; tasks: %s", t, strings.Join(maintenance.AllTasks, ", ")))
+		if _, ok := maintenance.LookupTask(t); !ok {
+			errs = append(errs, fmt.Errorf("--task %q is not a task; tasks: %s", t, strings.Join(maintenance.TaskNames(), ", ")))
 		}
 	}
 	for _, p := range g.tables {
@@ -146,8 +146,11 @@ type env struct {
 	cfg    *config.Config
 	cat    catalog.Catalog
 	runner *maintenance.Runner
-	svc    *services
-	log    *slog.Logger
+	// metrics are the runner's (nil unless the command records metrics);
+	// the scheduler of serve records into them too.
+	metrics *maintenance.Metrics
+	svc     *services
+	log     *slog.Logger
 }
 
 // close releases the backends' connections.
@@ -212,7 +215,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
 	}
 	runner := maintenance.NewRunner(deps)
-	return &env{cfg: cfg, cat: cat, runner: runner, svc: svc, log: log}, nil
+	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log}, nil
 }
 
 // policyFunc resolves a table's settings from the config and the table's

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -124,8 +125,8 @@ func TestCompactionRewritesSmallFilesAndKeepsEveryRow(t *testing.T) {
 		t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
 	}
 	snap := tbl.CurrentSnapshot()
-	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[SummaryOperation] != "compact" ||
-		snap.Summary.Properties[SummaryRunID] != "run-1" {
+	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[tableprops.SummaryOperation] != "compact" ||
+		snap.Summary.Properties[tableprops.SummaryRunID] != "run-1" {
 		t.Fatalf("snapshot summary %+v", snap.Summary)
 	}
 	// The snapshot before compaction still reads the same rows.

@@ -16,14 +16,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
-)
 
-// Snapshot summary keys the maintainer writes on its own commits, so that
-// triggers can tell maintenance commits from writers' commits.
-const (
-	SummaryOperation = "maintainer.operation"
-	SummaryRunID     = "maintainer.run-id"
-	SummaryBatch     = "maintainer.batch"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Sentinel errors; callers classify with errors.Is.
@@ -422,9 +416,9 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 	}
 	txn := e.current.NewTransaction()
 	rw := txn.NewRewrite(iceberg.Properties{
-		SummaryOperation: "compact",
-		SummaryRunID:     e.opts.RunID,
-		SummaryBatch:     batchID,
+		tableprops.SummaryOperation: "compact",
+		tableprops.SummaryRunID:     e.opts.RunID,
+		tableprops.SummaryBatch:     batchID,
 	})
 	// Keep the data sequence number of the planned snapshot, as Spark's
 	// use-starting-sequence-number does: equality deletes committed by a
@@ -500,7 +494,7 @@ func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.S
 		return nil
 	}
 	for _, s := range fresh.Metadata().Snapshots() {
-		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID && s.Summary.Properties[SummaryBatch] == batchID {
+		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID && s.Summary.Properties[tableprops.SummaryBatch] == batchID {
 			e.current = fresh
 			return &s
 		}
@@ -536,7 +530,7 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 	currentSpec := meta.DefaultPartitionSpec()
 	s := head
 	for s != nil && s.SnapshotID != e.plan.SnapshotID {
-		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID {
+		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID {
 			s = parent(meta, s)
 			continue // our own earlier batch
 		}

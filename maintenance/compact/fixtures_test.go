@@ -9,7 +9,7 @@ import (
 )
 
 // TestCompactFixtures compacts every table written by Spark, Flink, Hive,
-// Impala and PyIceberg in shared/fixtures, then reads it back with the
+// Impala and PyIceberg in testdata/fixtures, then reads it back with the
 // independent verifier: the current snapshot must hold exactly the rows of
 // expected.json, and every older snapshot must still read as before.
 func TestCompactFixtures(t *testing.T) {
