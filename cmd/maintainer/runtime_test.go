@@ -104,3 +104,24 @@ func TestOffheapBuffersSwitch(t *testing.T) {
 		}
 	}
 }
+
+// With MAINTAINER_OFFHEAP_BUFFERS=off the binary compacts with its
+// writers' buffers on the Go heap and keeps every row; a bad value stops it
+// before anything runs (exit 2).
+func TestOffheapBuffersOffEndToEnd(t *testing.T) {
+	t.Setenv(offheapEnv, "off")
+	d := filepath.Join(t.TempDir(), "demo")
+	r := runMaintainer(t, "", "demo", "--dir", d, "--appends", "24", "--rows", "200", "--partitions", "3")
+	expectCode(t, r, 0, "demo with MAINTAINER_OFFHEAP_BUFFERS=off")
+	for _, want := range []string{"every row is unchanged", "24 data files became 3"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	t.Setenv(offheapEnv, "sometimes")
+	r = runMaintainer(t, "", "version")
+	expectCode(t, r, exitUsage, "version with MAINTAINER_OFFHEAP_BUFFERS=sometimes")
+	if !strings.Contains(r.stderr, offheapEnv) {
+		t.Errorf("the error does not name %s:\n%s", offheapEnv, r.stderr)
+	}
+}
