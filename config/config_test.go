@@ -433,7 +433,7 @@ tables:
 		want: []string{
 			`maintainer.yaml:7:5: defaults.compact.target_file_size: must be at least 1MiB (got 1000)`,
 			`maintainer.yaml:8:5: defaults.compact.delete_ratio_threshold: must be between 0 and 1 (got 1.5)`,
-			`maintainer.yaml:9:5: defaults.compact.where: `, // the message is compact.ParseWhere's
+			`maintainer.yaml:9:5: defaults.compact.where: `, // the message is rowfilter.Parse's
 			`maintainer.yaml:13:7: tables[0].compact.min_file_size: must be less than max_file_size (got 200MiB)`,
 			// target_file_size comes from defaults; the problem is the override's min_file_size.
 			`maintainer.yaml:13:7: tables[0].compact.min_file_size: must not exceed target_file_size (got 200MiB)`,

@@ -16,7 +16,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/iceberg-maintainer/maintainer/config"
-	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 )
 
 // The conventions configuration.md follows, and this file checks:
@@ -553,7 +553,7 @@ func TestWhereExamples(t *testing.T) {
 					continue // a keyword or an operator, not a filter
 				}
 				n++
-				if _, err := compact.ParseWhere(ex); err != nil {
+				if _, err := rowfilter.Parse(ex); err != nil {
 					t.Errorf("configuration.md:%d: compact.where example %q: %v", tb.rowLine[i], ex, err)
 				}
 			}

@@ -18,7 +18,6 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
@@ -71,7 +70,7 @@ type Runner struct {
 	log      *slog.Logger
 	now      func() time.Time
 	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
-	writeAlloc *offheap.Allocator
+	writeAlloc compact.WriterAllocator
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -95,7 +94,7 @@ type Deps struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 	// WriteAlloc backs compaction's Parquet writers; nil: the Go heap.
-	WriteAlloc *offheap.Allocator
+	WriteAlloc compact.WriterAllocator
 }
 
 func NewRunner(d Deps) *Runner {

@@ -23,9 +23,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iceberg-maintainer/maintainer/config"
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
+	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
@@ -45,11 +45,11 @@ type globals struct {
 	started    bool // flags parsed and valid: a command is running
 	stdout     io.Writer
 	stderr     io.Writer
-	// writeAlloc backs compaction's Parquet writers.
-	writeAlloc *offheap.Allocator
+	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
+	writeAlloc compact.WriterAllocator
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc *offheap.Allocator) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc compact.WriterAllocator) error {
 	g := &globals{stdout: stdout, stderr: stderr, writeAlloc: writeAlloc}
 	root := &cobra.Command{
 		Use:           "maintainer",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -47,7 +48,7 @@ type Config struct {
 	// least this fraction of its rows is rewritten; 0 disables.
 	DeleteRatioThreshold float64 `yaml:"delete_ratio_threshold"`
 	// Where restricts compaction to files that may hold matching rows, in
-	// the filter syntax of package compact's ParseWhere; empty = all files.
+	// the filter syntax of rowfilter.Parse; empty = all files.
 	Where string `yaml:"where"`
 	// SkipPartitionsWrittenWithin leaves alone partitions that received a
 	// data or delete file more recently than this, so compaction does not
@@ -117,7 +118,7 @@ func (c Config) Validate() error {
 		bad("delete_ratio_threshold", c.DeleteRatioThreshold, "must be between 0 and 1")
 	}
 	if c.Where != "" {
-		if _, err := ParseWhere(c.Where); err != nil {
+		if _, err := rowfilter.Parse(c.Where); err != nil {
 			bad("where", c.Where, strings.TrimPrefix(err.Error(), "where: "))
 		}
 	}

@@ -31,7 +31,7 @@ func TestCompactFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log pathLog
-			res, err := Execute(ctx, cat, tbl, plan, cfg, guarded(t, Options{onPath: log.hook}))
+			res, err := execute(ctx, cat, tbl, plan, cfg, guarded(t, Options{}), log.watch(defaultPaths()))
 			if err != nil {
 				t.Fatalf("compaction failed: %v\nplan groups: %+v", err, plan.Groups)
 			}

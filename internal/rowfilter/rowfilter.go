@@ -1,4 +1,7 @@
-package compact
+// Package rowfilter parses the SQL-like row filters of the configuration
+// (compaction's where) into iceberg-go expressions. It knows nothing of
+// compaction: any part that filters rows by a user's expression can use it.
+package rowfilter
 
 import (
 	"fmt"
@@ -11,7 +14,7 @@ import (
 	"github.com/apache/iceberg-go"
 )
 
-// ParseWhere parses a SQL-like row filter, as written for Spark's
+// Parse parses a SQL-like row filter, as written for Spark's
 // rewrite_data_files(where => ...), into an unbound iceberg-go expression.
 // The result is bound to a table schema later (iceberg.BindExpr, or a scan's
 // row filter), which is when column names and literal types are checked.
@@ -59,11 +62,11 @@ import (
 // Against every other column type such a literal behaves exactly like
 // iceberg.StringLiteral.
 //
-// Errors are *WhereError values naming the 1-based character position and
+// Errors are *Error values naming the 1-based character position and
 // the offending token, e.g.
 //
 //	where: expected a value after "=" at position 12, got end of input
-func ParseWhere(s string) (iceberg.BooleanExpression, error) {
+func Parse(s string) (iceberg.BooleanExpression, error) {
 	toks, err := lexWhere(s)
 	if err != nil {
 		return nil, err
@@ -85,15 +88,15 @@ func ParseWhere(s string) (iceberg.BooleanExpression, error) {
 	return expr, nil
 }
 
-// WhereError is a syntax error in a where filter.
-type WhereError struct {
+// Error is a syntax error in a where filter.
+type Error struct {
 	Pos   int    // 1-based character position of Token; end of input is len+1
 	Token string // the offending token as written; "" means end of input
 	Msg   string // what was expected, e.g. `expected a value after "="`
 	Hint  string // optional advice, e.g. how to write what was meant
 }
 
-func (e *WhereError) Error() string {
+func (e *Error) Error() string {
 	got := "end of input"
 	if e.Token != "" {
 		got = displayToken(e.Token)
@@ -146,8 +149,8 @@ func isIdentPart(r rune) bool  { return r == '_' || unicode.IsLetter(r) || unico
 func isDigit(b byte) bool      { return b >= '0' && b <= '9' }
 
 // whereErr builds an error for the token that starts at byte offset off.
-func whereErr(src string, off int, tok, msg, hint string) *WhereError {
-	return &WhereError{Pos: utf8.RuneCountInString(src[:off]) + 1, Token: tok, Msg: msg, Hint: hint}
+func whereErr(src string, off int, tok, msg, hint string) *Error {
+	return &Error{Pos: utf8.RuneCountInString(src[:off]) + 1, Token: tok, Msg: msg, Hint: hint}
 }
 
 func lexWhere(s string) ([]token, error) {
@@ -349,7 +352,7 @@ func (p *whereParser) next() token {
 	return t
 }
 
-func (p *whereParser) errAt(t token, msg, hint string) *WhereError {
+func (p *whereParser) errAt(t token, msg, hint string) *Error {
 	return whereErr(p.src, t.pos, t.text, msg, hint)
 }
 

@@ -1,4 +1,4 @@
-package compact
+package rowfilter
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 
 func ref(name string) iceberg.Reference { return iceberg.Reference(name) }
 
-// tl is the literal ParseWhere produces for a date or date-time string.
+// tl is the literal Parse produces for a date or date-time string.
 func tl(s string) iceberg.Literal { return whereTimeLiteral{iceberg.StringLiteral(s)} }
 
 func lit(op iceberg.Operation, col string, l iceberg.Literal) iceberg.BooleanExpression {
@@ -32,7 +32,7 @@ func hasSet(e iceberg.BooleanExpression) bool {
 func sameExpr(t *testing.T, input string, got, want iceberg.BooleanExpression) {
 	t.Helper()
 	if !got.Equals(want) || (!hasSet(want) && got.String() != want.String()) {
-		t.Errorf("ParseWhere(%q)\n got: %s\nwant: %s", input, got, want)
+		t.Errorf("Parse(%q)\n got: %s\nwant: %s", input, got, want)
 	}
 }
 
@@ -173,9 +173,9 @@ func TestParseWhere(t *testing.T) {
 			iceberg.NewAnd(iceberg.IsNull(ref("b")), iceberg.StartsWith(ref("c"), "x")))},
 	}
 	for _, tt := range tests {
-		got, err := ParseWhere(tt.in)
+		got, err := Parse(tt.in)
 		if err != nil {
-			t.Errorf("ParseWhere(%q): %v", tt.in, err)
+			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
 		}
 		sameExpr(t, tt.in, got, tt.want)
@@ -206,9 +206,9 @@ func TestParseWhereStringLiteralKind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := "s = '" + tt.val + "'"
-		e, err := ParseWhere(in)
+		e, err := Parse(in)
 		if err != nil {
-			t.Fatalf("ParseWhere(%q): %v", in, err)
+			t.Fatalf("Parse(%q): %v", in, err)
 		}
 		asTime := lit(iceberg.OpEQ, "s", tl(tt.val))
 		asString := iceberg.EqualTo(ref("s"), tt.val)
@@ -217,7 +217,7 @@ func TestParseWhereStringLiteralKind(t *testing.T) {
 			want, other = asTime, asString
 		}
 		if !e.Equals(want) || e.Equals(other) {
-			t.Errorf("ParseWhere(%q): date-time literal = %v, want %v", in, e.Equals(asTime), tt.timeLike)
+			t.Errorf("Parse(%q): date-time literal = %v, want %v", in, e.Equals(asTime), tt.timeLike)
 		}
 	}
 }
@@ -291,26 +291,26 @@ func TestParseWhereErrors(t *testing.T) {
 		{"a = 1 " + strings.Repeat("x", 50), `where: expected AND, OR or end of input at position 7, got "` + strings.Repeat("x", 40) + `..."`},
 	}
 	for _, tt := range tests {
-		got, err := ParseWhere(tt.in)
+		got, err := Parse(tt.in)
 		if err == nil {
-			t.Errorf("ParseWhere(%q) = %v, want error %q", tt.in, got, tt.want)
+			t.Errorf("Parse(%q) = %v, want error %q", tt.in, got, tt.want)
 			continue
 		}
 		if err.Error() != tt.want {
-			t.Errorf("ParseWhere(%q) error\n got: %s\nwant: %s", tt.in, err, tt.want)
+			t.Errorf("Parse(%q) error\n got: %s\nwant: %s", tt.in, err, tt.want)
 		}
-		var we *WhereError
+		var we *Error
 		if !errors.As(err, &we) {
-			t.Errorf("ParseWhere(%q) error is %T, want *WhereError", tt.in, err)
+			t.Errorf("Parse(%q) error is %T, want *Error", tt.in, err)
 		}
 	}
 }
 
 func TestParseWhereErrorFields(t *testing.T) {
-	_, err := ParseWhere("a = 1 AND b IN ()")
-	var we *WhereError
+	_, err := Parse("a = 1 AND b IN ()")
+	var we *Error
 	if !errors.As(err, &we) {
-		t.Fatalf("got %v, want *WhereError", err)
+		t.Fatalf("got %v, want *Error", err)
 	}
 	if we.Pos != 17 || we.Token != ")" || we.Msg != "empty IN list" {
 		t.Errorf("got %+v", *we)
@@ -321,15 +321,15 @@ func TestParseWhereNestingLimit(t *testing.T) {
 	deep := func(n int) string {
 		return strings.Repeat("(", n) + "a = 1" + strings.Repeat(")", n)
 	}
-	if e, err := ParseWhere(deep(100)); err != nil || e.String() != "Equal(term=Reference(name='a'), literal=1)" {
+	if e, err := Parse(deep(100)); err != nil || e.String() != "Equal(term=Reference(name='a'), literal=1)" {
 		t.Errorf("100 parentheses: %v, %v", e, err)
 	}
-	_, err := ParseWhere(deep(maxWhereDepth + 1))
+	_, err := Parse(deep(maxWhereDepth + 1))
 	want := `where: filter nested more than 500 deep at position 501, got "("`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
-	_, err = ParseWhere(strings.Repeat("NOT ", maxWhereDepth+1) + "a = 1")
+	_, err = Parse(strings.Repeat("NOT ", maxWhereDepth+1) + "a = 1")
 	if err == nil || !strings.Contains(err.Error(), "nested more than 500 deep") {
 		t.Errorf("deep NOT: got %v", err)
 	}
@@ -374,7 +374,7 @@ func TestParseWhereBind(t *testing.T) {
 
 	// One fully spelled out, so the comparison below is known to be
 	// comparing bound predicates and not, say, two equal errors.
-	e, err := ParseWhere("d = '2024-01-01'")
+	e, err := Parse("d = '2024-01-01'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,9 +443,9 @@ func TestParseWhereBind(t *testing.T) {
 			iceberg.NewOr(iceberg.EqualTo(ref("name"), "x"), iceberg.IsIn(ref("id"), int64(1), int64(2)))), "BoundIn("},
 	}
 	for _, tt := range tests {
-		e, err := ParseWhere(tt.in)
+		e, err := Parse(tt.in)
 		if err != nil {
-			t.Errorf("ParseWhere(%q): %v", tt.in, err)
+			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
 		}
 		got, err := iceberg.BindExpr(sch, e, true)
@@ -467,7 +467,7 @@ func TestParseWhereBind(t *testing.T) {
 }
 
 func TestParseWhereBindCaseInsensitive(t *testing.T) {
-	e, err := ParseWhere("ID = 1 AND Info.Region = 'EU'")
+	e, err := Parse("ID = 1 AND Info.Region = 'EU'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,9 +503,9 @@ func TestParseWhereBindErrors(t *testing.T) {
 		{"id LIKE 'a%'", iceberg.ErrType, "StartsWith"},
 	}
 	for _, tt := range tests {
-		e, err := ParseWhere(tt.in)
+		e, err := Parse(tt.in)
 		if err != nil {
-			t.Errorf("ParseWhere(%q): %v", tt.in, err)
+			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
 		}
 		b, err := iceberg.BindExpr(whereSchema(), e, true)
@@ -522,7 +522,7 @@ func TestParseWhereBindErrors(t *testing.T) {
 // The date-time literal must be indistinguishable from a string literal
 // outside of binding: same string and JSON forms.
 func TestWhereTimeLiteralIsAString(t *testing.T) {
-	e, err := ParseWhere("d = '2024-01-01'")
+	e, err := Parse("d = '2024-01-01'")
 	if err != nil {
 		t.Fatal(err)
 	}
