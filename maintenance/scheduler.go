@@ -542,6 +542,6 @@ func (s *Scheduler) Status() Status {
 
 func cloneEntry(e *QueuedTable) QueuedTable {
 	c := *e
-	c.Tasks, c.Reasons, c.Sources = slices.Clone(e.Tasks), slices.Clone(e.Reasons), slices.Clone(e.Sources)
+	c.Tasks, c.Reasons, c.Sources = nonNil(slices.Clone(e.Tasks)), nonNil(slices.Clone(e.Reasons)), nonNil(slices.Clone(e.Sources))
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iceberg-maintainer/maintainer/internal/duration"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"maps"
 	"slices"
@@ -101,13 +102,13 @@ type Candidate struct {
 	Age      time.Duration `json:"-"` // Now - Modified
 }
 
-// MarshalJSON adds the age as a duration string ("96h0m0s").
+// MarshalJSON adds the age as a duration in the config's form ("4d").
 func (c Candidate) MarshalJSON() ([]byte, error) {
 	type plain Candidate
 	return json.Marshal(struct {
 		plain
 		Age string `json:"age"`
-	}{plain(c), c.Age.Round(time.Second).String()})
+	}{plain(c), duration.Format(c.Age.Round(time.Second))})
 }
 
 // Skipped is a listed file (or an unlisted hidden folder, Dir set) that is
