@@ -34,6 +34,10 @@ func (heldRunner) DueTasks(context.Context, table.Identifier, bool) ([]string, [
 	return nil, nil, nil
 }
 
+func (heldRunner) HeldUntil(context.Context, table.Identifier, []string) (map[string]time.Time, error) {
+	return nil, nil
+}
+
 func (h heldRunner) RunTable(ctx context.Context, _ table.Identifier, _ maintenance.Request) []maintenance.Outcome {
 	select {
 	case h.started <- struct{}{}:
