@@ -1,7 +1,7 @@
-// Package duration renders durations for machine-read output (JSON) in the
-// form the config file takes them ("5d", "1d12h", "90m", "1.5s"), so a value
-// read from `--output json` can be pasted back into a config. Unlike the
-// rounded forms shown to people, Format is exact.
+// Package duration is the duration syntax of the config file ("5d",
+// "1d12h", "90m", "1.5s"; Parse) and of machine-read output (JSON; Format),
+// so a value read from `--output json` can be pasted back into a config.
+// Unlike the rounded forms shown to people, Format is exact.
 package duration
 
 import (
@@ -45,9 +45,19 @@ func Format(d time.Duration) string {
 	return b.String()
 }
 
-// Duration is a time.Duration that marshals with Format, for fields of
-// output documents.
+// Duration is a time.Duration that marshals with Format and unmarshals
+// with Parse, for fields of output documents.
 type Duration time.Duration
 
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(Format(time.Duration(d))), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

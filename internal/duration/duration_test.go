@@ -1,10 +1,10 @@
 package duration_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/duration"
 )
 
@@ -28,9 +28,24 @@ func TestFormatReadsBack(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("Format(%v) = %q, want %q", tc.d, got, tc.want)
 		}
-		back, err := config.ParseDuration(got)
+		back, err := duration.Parse(got)
 		if err != nil || back != tc.d {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v", got, back, err, tc.d)
+			t.Errorf("Parse(%q) = %v, %v; want %v", got, back, err, tc.d)
 		}
+	}
+}
+
+func TestDurationJSONRoundTrip(t *testing.T) {
+	in := struct{ Age duration.Duration }{duration.Duration(36 * time.Hour)}
+	b, err := json.Marshal(in)
+	if err != nil || string(b) != `{"Age":"1d12h"}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var out struct{ Age duration.Duration }
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Fatalf("Unmarshal(%s) = %+v, %v; want %+v", b, out, err, in)
+	}
+	if err := json.Unmarshal([]byte(`{"Age":"5 days"}`), &out); err == nil {
+		t.Error(`Unmarshal of "5 days" succeeded`)
 	}
 }

@@ -2,28 +2,53 @@ package expire
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/duration"
 )
 
-// MarshalJSON writes the ages as durations in the config's form ("5d"),
-// not as nanoseconds.
-func (p Policy) MarshalJSON() ([]byte, error) {
-	type plain Policy
-	return json.Marshal(struct {
+// The JSON of Policy and RemovedRef writes their ages as durations in the
+// config's form ("5d"), not as nanoseconds, and reads them back.
+
+type (
+	plainPolicy struct {
 		plain
 		MaxSnapshotAge duration.Duration `json:"max_snapshot_age"`
 		MaxRefAge      duration.Duration `json:"max_ref_age"`
-	}{plain(p), duration.Duration(p.MaxSnapshotAge), duration.Duration(p.MaxRefAge)})
-}
-
-// MarshalJSON writes the ages as durations in the config's form ("5d"),
-// not as nanoseconds.
-func (r RemovedRef) MarshalJSON() ([]byte, error) {
-	type plain RemovedRef
-	return json.Marshal(struct {
-		plain
+	}
+	plain    Policy
+	plainRef struct {
+		ref
 		Age       duration.Duration `json:"age"`
 		MaxRefAge duration.Duration `json:"max_ref_age"`
-	}{plain(r), duration.Duration(r.Age), duration.Duration(r.MaxRefAge)})
+	}
+	ref RemovedRef
+)
+
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(plainPolicy{plain(p), duration.Duration(p.MaxSnapshotAge), duration.Duration(p.MaxRefAge)})
+}
+
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var v plainPolicy
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = Policy(v.plain)
+	p.MaxSnapshotAge, p.MaxRefAge = time.Duration(v.MaxSnapshotAge), time.Duration(v.MaxRefAge)
+	return nil
+}
+
+func (r RemovedRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal(plainRef{ref(r), duration.Duration(r.Age), duration.Duration(r.MaxRefAge)})
+}
+
+func (r *RemovedRef) UnmarshalJSON(b []byte) error {
+	var v plainRef
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = RemovedRef(v.ref)
+	r.Age, r.MaxRefAge = time.Duration(v.Age), time.Duration(v.MaxRefAge)
+	return nil
 }
