@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/iceberg-maintainer/maintainer/internal/duration"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
 
 // The JSON of Policy and RemovedRef writes their ages as durations in the
@@ -13,20 +13,20 @@ import (
 type (
 	plainPolicy struct {
 		plain
-		MaxSnapshotAge duration.Duration `json:"max_snapshot_age"`
-		MaxRefAge      duration.Duration `json:"max_ref_age"`
+		MaxSnapshotAge units.Duration `json:"max_snapshot_age"`
+		MaxRefAge      units.Duration `json:"max_ref_age"`
 	}
 	plain    Policy
 	plainRef struct {
 		ref
-		Age       duration.Duration `json:"age"`
-		MaxRefAge duration.Duration `json:"max_ref_age"`
+		Age       units.Duration `json:"age"`
+		MaxRefAge units.Duration `json:"max_ref_age"`
 	}
 	ref RemovedRef
 )
 
 func (p Policy) MarshalJSON() ([]byte, error) {
-	return json.Marshal(plainPolicy{plain(p), duration.Duration(p.MaxSnapshotAge), duration.Duration(p.MaxRefAge)})
+	return json.Marshal(plainPolicy{plain(p), units.Duration(p.MaxSnapshotAge), units.Duration(p.MaxRefAge)})
 }
 
 func (p *Policy) UnmarshalJSON(b []byte) error {
@@ -40,7 +40,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 }
 
 func (r RemovedRef) MarshalJSON() ([]byte, error) {
-	return json.Marshal(plainRef{ref(r), duration.Duration(r.Age), duration.Duration(r.MaxRefAge)})
+	return json.Marshal(plainRef{ref(r), units.Duration(r.Age), units.Duration(r.MaxRefAge)})
 }
 
 func (r *RemovedRef) UnmarshalJSON(b []byte) error {

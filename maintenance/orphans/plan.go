@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/duration"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"maps"
 	"slices"
 	"strings"
@@ -108,7 +108,7 @@ func (c Candidate) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		Age string `json:"age"`
-	}{plain(c), duration.Format(c.Age.Round(time.Second))})
+	}{plain(c), units.FormatDuration(c.Age.Round(time.Second))})
 }
 
 // Skipped is a listed file (or an unlisted hidden folder, Dir set) that is

@@ -1,8 +1,9 @@
-// Package duration is the duration syntax of the config file ("5d",
-// "1d12h", "90m", "1.5s"; Parse) and of machine-read output (JSON; Format),
-// so a value read from `--output json` can be pasted back into a config.
-// Unlike the rounded forms shown to people, Format is exact.
-package duration
+// Package units is the syntax of sizes ("512MiB", ParseSize) and durations
+// ("5d", "1d12h", "90m", "1.5s"; ParseDuration) of the config file, and of
+// durations in machine-read output (JSON; FormatDuration), so a value read
+// from `--output json` can be pasted back into a config. Unlike the rounded
+// forms shown to people, FormatDuration is exact.
+package units
 
 import (
 	"strconv"
@@ -12,10 +13,10 @@ import (
 
 const day = 24 * time.Hour
 
-// Format writes d exactly, with whole days as "d" and the rest as
+// FormatDuration writes d exactly, with whole days as "d" and the rest as
 // time.Duration writes it without its zero minutes and seconds: 120h is
 // "5d", 36h "1d12h", 90s "1m30s", 1h0m30s stays, 0 is "0s".
-func Format(d time.Duration) string {
+func FormatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}
@@ -45,16 +46,16 @@ func Format(d time.Duration) string {
 	return b.String()
 }
 
-// Duration is a time.Duration that marshals with Format and unmarshals
-// with Parse, for fields of output documents.
+// Duration is a time.Duration that marshals with FormatDuration and
+// unmarshals with ParseDuration, for fields of output documents.
 type Duration time.Duration
 
 // MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(Format(time.Duration(d))), nil }
+func (d Duration) MarshalText() ([]byte, error) { return []byte(FormatDuration(time.Duration(d))), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := Parse(string(b))
+	v, err := ParseDuration(string(b))
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,11 @@
-package duration_test
+package units_test
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/iceberg-maintainer/maintainer/internal/duration"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
 
 func TestFormatReadsBack(t *testing.T) {
@@ -24,24 +24,24 @@ func TestFormatReadsBack(t *testing.T) {
 		{-36 * time.Hour, "-1d12h"},
 		{250 * time.Microsecond, "250µs"},
 	} {
-		got := duration.Format(tc.d)
+		got := units.FormatDuration(tc.d)
 		if got != tc.want {
-			t.Errorf("Format(%v) = %q, want %q", tc.d, got, tc.want)
+			t.Errorf("FormatDuration(%v) = %q, want %q", tc.d, got, tc.want)
 		}
-		back, err := duration.Parse(got)
+		back, err := units.ParseDuration(got)
 		if err != nil || back != tc.d {
-			t.Errorf("Parse(%q) = %v, %v; want %v", got, back, err, tc.d)
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", got, back, err, tc.d)
 		}
 	}
 }
 
 func TestDurationJSONRoundTrip(t *testing.T) {
-	in := struct{ Age duration.Duration }{duration.Duration(36 * time.Hour)}
+	in := struct{ Age units.Duration }{units.Duration(36 * time.Hour)}
 	b, err := json.Marshal(in)
 	if err != nil || string(b) != `{"Age":"1d12h"}` {
 		t.Fatalf("Marshal = %s, %v", b, err)
 	}
-	var out struct{ Age duration.Duration }
+	var out struct{ Age units.Duration }
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Fatalf("Unmarshal(%s) = %+v, %v; want %+v", b, out, err, in)
 	}
