@@ -33,6 +33,10 @@ func TestCatalogProblems(t *testing.T) {
 		src:  "catalog:\n  type: hadoop\n  warehouse: s3a://lake/wh\n  properties: {allow-unsafe-commits: \"yes\"}\n",
 		want: []string{`maintainer.yaml:4:16: catalog.properties["allow-unsafe-commits"]: must be true or false (got "yes")`},
 	}, {
+		name: "allow-unsafe-commits that did not expand is reported once",
+		src:  "catalog:\n  type: hadoop\n  warehouse: s3://lake/wh\n  properties: {allow-unsafe-commits: \"${UNSAFE}\"}\n",
+		want: []string{`maintainer.yaml:4:16: catalog.properties["allow-unsafe-commits"]: environment variable UNSAFE is not set`},
+	}, {
 		name: "hdfs has no IO",
 		src:  "catalog:\n  type: hadoop\n  warehouse: hdfs://nn:8020/warehouse\n",
 		want: []string{`maintainer.yaml:3:3: catalog.warehouse: scheme "hdfs" has no IO in this build (iceberg-go v0.7.0 has none for HDFS); ` +
@@ -42,6 +46,10 @@ func TestCatalogProblems(t *testing.T) {
 		src: "catalog:\n  type: sql\n  uri: file:/tmp/c.db\n  warehouse: webhdfs://nn/wh\n" +
 			"  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}\n",
 		want: []string{`maintainer.yaml:4:3: catalog.warehouse: scheme "webhdfs" has no IO in this build`},
+	}, {
+		name: "hadoop: a warehouse iceberg-go cannot parse",
+		src:  "catalog:\n  type: hadoop\n  warehouse: /data/100%\n",
+		want: []string{`maintainer.yaml:3:3: catalog.warehouse: not a location: parse "/data/100%": invalid URL escape "%"`},
 	}, {
 		name: "glue: no region anywhere",
 		src:  "catalog:\n  type: glue\n",
@@ -74,6 +82,13 @@ func TestCatalogProblems(t *testing.T) {
 			`maintainer.yaml:9:5: catalog.properties["glue.retry-mode"]: must be standard or adaptive (got "fast")`,
 			`maintainer.yaml:10:5: catalog.properties["glue.skip-archive"]: must be true or false (got "maybe")`,
 			`maintainer.yaml:11:5: catalog.properties["glue.endpoint"]: must be an http:// or https:// URL (got "glue.internal")`,
+		},
+	}, {
+		name: "a value that did not expand is reported once",
+		src:  "catalog:\n  type: glue\n  properties:\n    glue.region: eu-west-1\n    glue.max-retries: ${RETRIES}\n    glue.access-key-id: ${KEY}\n    glue.secret-access-key: s\n",
+		want: []string{
+			`maintainer.yaml:5:5: catalog.properties["glue.max-retries"]: environment variable RETRIES is not set`,
+			`maintainer.yaml:6:5: catalog.properties["glue.access-key-id"]: environment variable KEY is not set`,
 		},
 	}, {
 		name: "glue: a secret without its key, a token without either",
@@ -131,6 +146,7 @@ func TestCatalogAccepted(t *testing.T) {
 		{"hadoop on file://", "catalog:\n  type: hadoop\n  warehouse: file:///data/wh\n", nil},
 		{"hadoop on s3 with the choice stated", "catalog:\n  type: hadoop\n  warehouse: s3://lake/wh\n  properties: {allow-unsafe-commits: \"true\"}\n", nil},
 		{"hadoop on gs, choice as TRUE", "catalog:\n  type: hadoop\n  warehouse: gs://lake/wh\n  properties: {allow-unsafe-commits: \"TRUE\"}\n", nil},
+		{"sql: a warehouse path that is no URL is not read as one", "catalog:\n  type: sql\n  uri: file:/tmp/c.db\n  warehouse: /data/100%\n  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}\n", nil},
 		{"rest: a warehouse is the server's name for it", "catalog:\n  type: rest\n  uri: http://r\n  warehouse: hdfs-lake\n", nil},
 		{"glue: region property", "catalog:\n  type: glue\n  warehouse: s3://lake/wh\n  properties: {glue.region: eu-west-1, glue.id: \"1\", glue.skip-archive: \"false\"}\n", nil},
 		{"glue: AWS_REGION", "catalog:\n  type: glue\n", map[string]string{"AWS_REGION": "eu-west-1"}},
