@@ -115,7 +115,8 @@ func (v *validator) warehouse(typ string, props map[string]string) {
 }
 
 // glue checks the properties iceberg-go's Glue catalog reads, as it reads
-// them (catalog/glue toAwsConfig): a bad one fails the open, exit 3.
+// them (catalog/glue toAwsConfig): a bad one fails the open (exit 3) or
+// is silently ignored.
 func (v *validator) glue(props map[string]string) {
 	// prop is a property whose value decoded, so that a bad value is not
 	// reported twice.
