@@ -103,6 +103,7 @@ func (v *validator) catalog(cat *CatalogConfig) {
 	case CatalogHadoop:
 		need("warehouse", "warehouse")
 	}
+	v.catalogChecks(cat, props)
 }
 
 // readSecret reads a *_file secret, relative to the config's directory.
