@@ -123,11 +123,11 @@ func TestErrorClasses(t *testing.T) {
 	checkError(t, "bad JSON", readList(p, ListOptions{}), ErrBadSchema, p)
 
 	corrupt := map[string][]byte{
-		"sync":     append(good[:len(good)-1:len(good)-1], good[len(good)-1]^0xff),
-		"left":     writeContainer(listSchema, "null", block{1, append(listRecord("a", 1), 0)}),
-		"short":    writeContainer(listSchema, "null", block{3, listRecord("a", 1)}),
-		"empty":    writeContainer(listSchema, "null", block{1, listRecord("", 1)}),
-		"deflate":  writeContainer(listSchema, "deflate", block{1, []byte("not deflate")}),
+		"sync":    append(good[:len(good)-1:len(good)-1], good[len(good)-1]^0xff),
+		"left":    writeContainer(listSchema, "null", block{1, append(listRecord("a", 1), 0)}),
+		"short":   writeContainer(listSchema, "null", block{3, listRecord("a", 1)}),
+		"empty":   writeContainer(listSchema, "null", block{1, listRecord("", 1)}),
+		"deflate": writeContainer(listSchema, "deflate", block{1, []byte("not deflate")}),
 	}
 	for name, data := range corrupt {
 		p := write("corrupt-"+name+".avro", data)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	iofs "io/fs"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/avro/ocf"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
@@ -124,7 +126,51 @@ func compareList(t *testing.T, fs iceio.IO, path string) (_ []iceberg.ManifestFi
 			t.Fatalf("%s entry %d:\n got %+v\nwant %+v", path, i, mine[i], want)
 		}
 	}
+	decodeList := func(data []byte) ([]ListEntry, error) {
+		var out []ListEntry
+		err := DecodeList(bytes.NewReader(data), path, ListOptions{Fields: ListAll}, func(e *ListEntry) error {
+			c := *e
+			c.Path = bytes.Clone(e.Path)
+			out = append(out, c)
+			return nil
+		})
+		return out, err
+	}
+	for name, codec := range codecs(t) {
+		got, err := decodeList(reencode(t, data, codec))
+		if err != nil || len(got) != len(mine) {
+			t.Fatalf("%s as %s: %d entries, err %v; want %d", path, name, len(got), err, len(mine))
+		}
+		for i := range got {
+			if !listEqual(got[i], mine[i]) {
+				t.Fatalf("%s as %s, entry %d: %+v, want %+v", path, name, i, got[i], mine[i])
+			}
+		}
+	}
+	// A truncated list fails or reads short (cut at a block end), never
+	// as the whole list.
+	for _, n := range truncations(len(data)) {
+		got, err := decodeList(data[:n])
+		if err == nil && len(got) == len(mine) {
+			t.Fatalf("%s: %d of %d bytes read as a whole list", path, n, len(data))
+		}
+		if err != nil {
+			checkError(t, fmt.Sprintf("%s cut at %d", path, n), err, ErrTruncated, path)
+		}
+	}
 	return theirs, true
+}
+
+func codecs(t *testing.T) map[string]ocf.Codec {
+	zstd, err := ocf.ZstdCodec(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]ocf.Codec{"null": nil, "deflate": ocf.DeflateCodec(6), "snappy": ocf.SnappyCodec(), "zstandard": zstd}
+}
+
+func truncations(n int) []int {
+	return []int{0, 3, 10, n / 3, n / 2, n - 17, n - 1}
 }
 
 func listEqual(a, b ListEntry) bool {
@@ -169,6 +215,27 @@ func compareManifest(t *testing.T, fs iceio.IO, m iceberg.ManifestFile) {
 	if len(mine) != len(theirs) {
 		t.Fatalf("%s: %d entries, iceberg-go reads %d", path, len(mine), len(theirs))
 	}
+	decode := func(data []byte, length int64) ([]ManifestEntry, error) {
+		var out []ManifestEntry
+		err := DecodeManifest(bytes.NewReader(data), path, ManifestOptions{Fields: ManifestAll, Length: length}, func(e *ManifestEntry) error {
+			c := *e
+			c.FilePath, c.ReferencedDataFile = bytes.Clone(e.FilePath), bytes.Clone(e.ReferencedDataFile)
+			out = append(out, c)
+			return nil
+		})
+		return out, err
+	}
+	for name, codec := range codecs(t) {
+		got, err := decode(reencode(t, data, codec), 0)
+		if err != nil || !reflect.DeepEqual(got, mine) {
+			t.Fatalf("%s as %s: %+v, err %v; want %+v", path, name, got, err, mine)
+		}
+	}
+	// Checked against its recorded length, a manifest cut anywhere fails.
+	for _, n := range truncations(len(data)) {
+		_, err := decode(data[:n], m.Length())
+		checkError(t, fmt.Sprintf("%s cut at %d", path, n), err, ErrTruncated, path)
+	}
 	for i, e := range theirs {
 		got, df := mine[i], e.DataFile()
 		var ref []byte
@@ -189,6 +256,9 @@ func compareManifest(t *testing.T, fs iceio.IO, m iceberg.ManifestFile) {
 			bad = bad || got.SequenceNumber != e.SequenceNum()
 		}
 		if fsn := e.FileSequenceNum(); got.HasFileSequenceNumber && (fsn == nil || *fsn != got.FileSequenceNumber) {
+			bad = true
+		}
+		if cs := df.ContentSizeInBytes(); (cs != nil) != got.HasContentSizeInBytes || cs != nil && *cs != got.ContentSizeInBytes {
 			bad = true
 		}
 		if bad {

@@ -85,9 +85,10 @@ const (
 	ManifestFileSize                                     // data_file.file_size_in_bytes
 	ManifestRecordCount                                  // data_file.record_count
 	ManifestReferencedDataFile                           // data_file.referenced_data_file
+	ManifestContentSize                                  // data_file.content_size_in_bytes (a deletion vector's blob)
 
 	ManifestAll = ManifestSnapshotID | ManifestSequenceNumbers | ManifestContent | ManifestFileSize |
-		ManifestRecordCount | ManifestReferencedDataFile
+		ManifestRecordCount | ManifestReferencedDataFile | ManifestContentSize
 )
 
 // ManifestOptions says what to read from a manifest.
@@ -123,6 +124,8 @@ type ManifestEntry struct {
 	FileSizeInBytes       int64
 	RecordCount           int64
 	ReferencedDataFile    []byte
+	ContentSizeInBytes    int64
+	HasContentSizeInBytes bool
 }
 
 // Capture slots of a manifest-list entry.
@@ -150,6 +153,7 @@ const (
 	msContent
 	msSize
 	msRecords
+	msContentSize
 )
 
 const (
@@ -199,6 +203,7 @@ func manifestSpec(fields ManifestField) map[string]fieldSpec {
 	opt(ManifestFileSize, df, "file_size_in_bytes", captureLong, msSize)
 	opt(ManifestRecordCount, df, "record_count", captureLong, msRecords)
 	opt(ManifestReferencedDataFile, df, "referenced_data_file", captureString, strRef)
+	opt(ManifestContentSize, df, "content_size_in_bytes", captureLong, msContentSize)
 	spec := map[string]fieldSpec{
 		"status":    {kind: captureLong, slot: msStatus, required: true},
 		"data_file": {kind: captureRecord, required: true, sub: df},
@@ -287,6 +292,8 @@ func DecodeManifest(r io.Reader, path string, opt ManifestOptions, fn func(*Mani
 			FilePath:              c.str[strPath],
 			FileSizeInBytes:       c.num[msSize],
 			RecordCount:           c.num[msRecords],
+			ContentSizeInBytes:    c.num[msContentSize],
+			HasContentSizeInBytes: c.has(msContentSize),
 		}
 		if c.hasStr(strRef) && len(c.str[strRef]) > 0 {
 			e.ReferencedDataFile = c.str[strRef]
