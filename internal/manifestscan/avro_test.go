@@ -2,9 +2,9 @@ package manifestscan
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -84,18 +84,16 @@ func reencode(t *testing.T, data []byte, codec ocf.Codec) []byte {
 
 func TestAvroReaderCodecsBlocksAndDamage(t *testing.T) {
 	tbl := generated(t, 8, 2, 2)
-	listData, err := os.ReadFile(localPath(t, tbl.CurrentSnapshot().ManifestList))
+	fs, err := tbl.FS(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	listData, _ := fileBytes(t, fs, tbl.CurrentSnapshot().ManifestList, nil)
 	want, err := readList(listData)
 	if err != nil || len(want) != 8 {
 		t.Fatalf("%d entries, err %v", len(want), err)
 	}
-	manifestData, err := os.ReadFile(localPath(t, want[0].path))
-	if err != nil {
-		t.Fatal(err)
-	}
+	manifestData, _ := fileBytes(t, fs, want[0].path, nil)
 	wantPaths, err := readManifest(manifestData)
 	if err != nil || len(wantPaths) != 1 {
 		t.Fatalf("manifest paths %v, err %v", wantPaths, err)

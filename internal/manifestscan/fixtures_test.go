@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
-	"net/url"
-	"os"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/apache/iceberg-go"
@@ -28,16 +26,40 @@ func generated(t *testing.T, appends, parts, version int) *table.Table {
 	return tbl
 }
 
-func localPath(t testing.TB, location string) string {
+// fileBytes reads path whole; when it is missing, merr (what this package
+// said when reading it) must be ErrMissing naming it, and ok is false.
+func fileBytes(t *testing.T, fs iceio.IO, path string, merr error) (_ []byte, ok bool) {
 	t.Helper()
-	if !strings.HasPrefix(location, "file:") {
-		return location
+	f, err := fs.Open(path)
+	if errors.Is(err, iofs.ErrNotExist) {
+		checkError(t, "missing file", merr, ErrMissing, path)
+		if !errors.Is(merr, iofs.ErrNotExist) {
+			t.Errorf("missing %s: %v does not match fs.ErrNotExist", path, merr)
+		}
+		return nil, false
+	} else if err != nil {
+		t.Fatal(err)
 	}
-	u, err := url.Parse(location)
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Path
+	return data, true
+}
+
+// bothRead fails unless iceberg-go and this package read path alike.
+func bothRead(t *testing.T, path string, theirErr, merr error, theirs, mine int) {
+	t.Helper()
+	if theirErr != nil {
+		t.Fatalf("iceberg-go reads %s: %v", path, theirErr)
+	}
+	if merr != nil {
+		t.Fatalf("read %s: %v", path, merr)
+	}
+	if mine != theirs {
+		t.Fatalf("%s: %d entries, iceberg-go reads %d", path, mine, theirs)
+	}
 }
 
 // TestMatchesIcebergGo decodes every manifest list and manifest of every
@@ -96,25 +118,12 @@ func compareList(t *testing.T, fs iceio.IO, path string) (_ []iceberg.ManifestFi
 		mine = append(mine, c)
 		return nil
 	})
-	data, err := os.ReadFile(localPath(t, path))
-	if errors.Is(err, iofs.ErrNotExist) {
-		if !errors.Is(merr, ErrMissing) || !errors.Is(merr, iofs.ErrNotExist) || !strings.Contains(merr.Error(), path) {
-			t.Fatalf("missing manifest list %s: err %v, want ErrMissing naming it", path, merr)
-		}
+	data, ok := fileBytes(t, fs, path, merr)
+	if !ok {
 		return nil, false
-	} else if err != nil {
-		t.Fatal(err)
 	}
 	theirs, err := iceberg.ReadManifestList(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("iceberg-go reads %s: %v", path, err)
-	}
-	if merr != nil {
-		t.Fatalf("read %s: %v", path, merr)
-	}
-	if len(mine) != len(theirs) {
-		t.Fatalf("%s: %d entries, iceberg-go reads %d", path, len(mine), len(theirs))
-	}
+	bothRead(t, path, err, merr, len(theirs), len(mine))
 	for i, m := range theirs {
 		want := ListEntry{
 			Path: []byte(m.FilePath()), Length: m.Length(), SpecID: m.PartitionSpecID(),
@@ -196,25 +205,12 @@ func compareManifest(t *testing.T, fs iceio.IO, m iceberg.ManifestFile) {
 		mine = append(mine, c)
 		return nil
 	})
-	data, err := os.ReadFile(localPath(t, path))
-	if errors.Is(err, iofs.ErrNotExist) {
-		if !errors.Is(merr, ErrMissing) || !strings.Contains(merr.Error(), path) {
-			t.Fatalf("missing manifest %s: err %v, want ErrMissing naming it", path, merr)
-		}
+	data, ok := fileBytes(t, fs, path, merr)
+	if !ok {
 		return
-	} else if err != nil {
-		t.Fatal(err)
 	}
 	theirs, err := iceberg.ReadManifest(m, bytes.NewReader(data), false)
-	if err != nil {
-		t.Fatalf("iceberg-go reads %s: %v", path, err)
-	}
-	if merr != nil {
-		t.Fatalf("read %s: %v", path, merr)
-	}
-	if len(mine) != len(theirs) {
-		t.Fatalf("%s: %d entries, iceberg-go reads %d", path, len(mine), len(theirs))
-	}
+	bothRead(t, path, err, merr, len(theirs), len(mine))
 	decode := func(data []byte, length int64) ([]ManifestEntry, error) {
 		var out []ManifestEntry
 		err := DecodeManifest(bytes.NewReader(data), path, ManifestOptions{Fields: ManifestAll, Length: length}, func(e *ManifestEntry) error {

@@ -275,6 +275,11 @@ func (c *schemaCompiler) record(def map[string]any, ns string, spec map[string]f
 			return nil, fmt.Errorf("%w %s%s", ErrMissingField, path, name)
 		}
 	}
+	return sequence(steps), nil
+}
+
+// sequence reads the fields of a record one after another.
+func sequence(steps []step) step {
 	return func(r *reader, c *record) error {
 		for _, st := range steps {
 			if err := st(r, c); err != nil {
@@ -282,7 +287,7 @@ func (c *schemaCompiler) record(def map[string]any, ns string, spec map[string]f
 			}
 		}
 		return nil
-	}, nil
+	}
 }
 
 func orRoot(path string) string {
@@ -436,14 +441,7 @@ func (c *schemaCompiler) skipper(t any, ns string, depth int) (step, error) {
 			}
 			skips = append(skips, sk)
 		}
-		return func(r *reader, cp *record) error {
-			for _, sk := range skips {
-				if err := sk(r, cp); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, nil
+		return sequence(skips), nil
 	case "enum":
 		return skipLong, nil
 	case "fixed":
