@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// What went wrong, for errors.Is. Every error this package returns is an
-// *Error naming the file, and wraps one of these.
+// What went wrong, for errors.Is. Every error this package returns (but
+// those of the caller's callbacks) is an *Error naming the file, and wraps
+// one of these or the table IO's own error (a failed open or read).
 var (
 	// ErrMissing: the file does not exist. It also matches fs.ErrNotExist
 	// when the opener reported it so.
@@ -33,7 +34,7 @@ var (
 type Error struct {
 	What string // "manifest list" or "manifest"
 	Path string
-	Err  error // wraps one of the sentinels above
+	Err  error // wraps one of the sentinels above, or the IO's error
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("read %s %s: %v", e.What, e.Path, e.Err) }
