@@ -91,7 +91,7 @@ func (f *container) release() {
 }
 
 // each runs prog over every record and calls fn after each one; fn must
-// not keep the byte slices it finds in rec.
+// not keep the byte slices it finds in rec. rec starts zeroed.
 func (f *container) each(prog step, rec *record, fn func() error) error {
 	for n := 0; ; n++ {
 		count, err := binary.ReadVarint(f.r)
@@ -127,7 +127,7 @@ func (f *container) each(prog step, rec *record, fn func() error) error {
 		}
 		r := reader{b: block}
 		for range count {
-			*rec = record{}
+			rec.set = 0 // a program writes every slot it captures, null or not
 			if err := prog(&r, rec); err != nil {
 				return fmt.Errorf("avro block %d: %w", n, err)
 			}

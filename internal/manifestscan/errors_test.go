@@ -1,16 +1,20 @@
 package manifestscan
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
 )
 
 // writeContainer writes an Avro container file by hand: a header with the
@@ -171,5 +175,66 @@ func TestProgramCacheBound(t *testing.T) {
 	}
 	if programs.max != 64 {
 		t.Errorf("shared cache bound %d", programs.max)
+	}
+}
+
+// A null in one record leaves nothing of the record before.
+func TestNullsDoNotCarryOver(t *testing.T) {
+	schema := `{"type":"record","name":"manifest_file","fields":[
+		{"name":"manifest_path","type":"string"},
+		{"name":"added_snapshot_id","type":["null","long"]},
+		{"name":"added_files_count","type":["null","int"]}]}`
+	rec := func(path string, v int64) []byte {
+		b := binary.AppendVarint(nil, int64(len(path)))
+		b = append(b, path...)
+		if v < 0 {
+			return append(b, 0, 0) // both null
+		}
+		b = binary.AppendVarint(append(b, 2), v)
+		return binary.AppendVarint(append(b, 2), v)
+	}
+	data := writeContainer(schema, "null", block{3, append(append(rec("a", 5), rec("b", -1)...), rec("c", 7)...)})
+	var got []ListEntry
+	err := DecodeList(bytes.NewReader(data), "nulls.avro", ListOptions{Fields: ListAll}, func(e *ListEntry) error {
+		got = append(got, ListEntry{AddedSnapshotID: e.AddedSnapshotID, AddedFiles: e.AddedFiles})
+		return nil
+	})
+	want := []ListEntry{{AddedSnapshotID: 5, AddedFiles: 5}, {AddedSnapshotID: -1, AddedFiles: -1}, {AddedSnapshotID: 7, AddedFiles: 7}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%+v, err %v; want %+v", got, err, want)
+	}
+}
+
+// A v1 snapshot that embeds its manifest locations reads like one with a
+// list.
+func TestReadSnapshotEmbedded(t *testing.T) {
+	tbl := generated(t, 3, 1, 1)
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := tbl.CurrentSnapshot()
+	var fromList []ListEntry
+	size, err := ReadSnapshot(fs, cur, ListOptions{Fields: ListLength}, func(e *ListEntry) error {
+		fromList = append(fromList, ListEntry{Path: bytes.Clone(e.Path), Length: e.Length})
+		return nil
+	})
+	if err != nil || size == 0 || len(fromList) != 3 {
+		t.Fatalf("%d entries, list of %d bytes, err %v", len(fromList), size, err)
+	}
+	embedded := table.Snapshot{SnapshotID: cur.SnapshotID}
+	for _, e := range fromList {
+		embedded.ManifestLocations = append(embedded.ManifestLocations, string(e.Path))
+	}
+	var got []ListEntry
+	size, err = ReadSnapshot(fs, &embedded, ListOptions{Fields: ListLength}, func(e *ListEntry) error {
+		got = append(got, ListEntry{Path: bytes.Clone(e.Path), Length: e.Length})
+		if e.AddedSnapshotID != cur.SnapshotID {
+			t.Errorf("added by %d, want %d", e.AddedSnapshotID, cur.SnapshotID)
+		}
+		return nil
+	})
+	if err != nil || size != 0 || !reflect.DeepEqual(got, fromList) {
+		t.Fatalf("embedded: %+v (size %d, err %v); from the list %+v", got, size, err, fromList)
 	}
 }

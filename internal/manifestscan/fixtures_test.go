@@ -125,13 +125,7 @@ func compareList(t *testing.T, fs iceio.IO, path string) (_ []iceberg.ManifestFi
 	theirs, err := iceberg.ReadManifestList(bytes.NewReader(data))
 	bothRead(t, path, err, merr, len(theirs), len(mine))
 	for i, m := range theirs {
-		want := ListEntry{
-			Path: []byte(m.FilePath()), Length: m.Length(), SpecID: m.PartitionSpecID(),
-			Content: int32(m.ManifestContent()), SequenceNumber: m.SequenceNum(), MinSequenceNumber: m.MinSequenceNum(),
-			AddedSnapshotID: m.SnapshotID(), AddedFiles: m.AddedDataFiles(), ExistingFiles: m.ExistingDataFiles(),
-			DeletedFiles: m.DeletedDataFiles(), AddedRows: m.AddedRows(), ExistingRows: m.ExistingRows(), DeletedRows: m.DeletedRows(),
-		}
-		if !listEqual(mine[i], want) {
+		if want := listEntryOf(m); !listEqual(mine[i], want) {
 			t.Fatalf("%s entry %d:\n got %+v\nwant %+v", path, i, mine[i], want)
 		}
 	}

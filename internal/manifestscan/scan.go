@@ -54,8 +54,9 @@ type ListOptions struct {
 	Required ListField
 }
 
-// ListEntry is one manifest-list entry. Path points into a buffer that the
-// next entry reuses: copy it to keep it. Fields not asked for, absent from
+// ListEntry is one manifest-list entry. The callback gets it to read only:
+// the next entry reuses it and the buffer Path points into, so copy what
+// you keep. Fields not asked for, absent from
 // the schema, or null read as 0, except AddedSnapshotID and the counts,
 // which read as -1 (as iceberg-go reads a v1 list without them).
 type ListEntry struct {
@@ -231,25 +232,27 @@ func ReadList(fs Opener, path string, opt ListOptions, fn func(*ListEntry) error
 // DecodeList is ReadList on an open file; path names it in errors.
 func DecodeList(r io.Reader, path string, opt ListOptions, fn func(*ListEntry) error) error {
 	key := 1<<62 | uint64(opt.Fields)<<16 | uint64(opt.Required&opt.Fields)
-	var e ListEntry
+	// The fields not asked for keep their defaults from here.
+	e := ListEntry{AddedSnapshotID: -1, AddedFiles: -1, ExistingFiles: -1, DeletedFiles: -1, AddedRows: -1, ExistingRows: -1, DeletedRows: -1}
+	// Only what was asked for is converted: orphan planning reads 12.5
+	// million entries for their path and length.
+	more := opt.Fields&^ListLength != 0
 	return decode(r, "manifest list", path, 0, key, func() map[string]fieldSpec { return listSpec(opt.Fields, opt.Required) }, func(c *record) error {
 		if len(c.str[strPath]) == 0 {
 			return fmt.Errorf("%w: manifest list entry with an empty manifest_path", ErrCorrupt)
 		}
-		e = ListEntry{
-			Path:              c.str[strPath],
-			Length:            c.num[lsLength],
-			SpecID:            int32(c.num[lsSpecID]),
-			Content:           int32(c.num[lsContent]),
-			SequenceNumber:    c.num[lsSeq],
-			MinSequenceNumber: c.num[lsMinSeq],
-			AddedSnapshotID:   orMinusOne(c, lsAddedSnapshot),
-			AddedFiles:        int32(orMinusOne(c, lsAddedFiles)),
-			ExistingFiles:     int32(orMinusOne(c, lsExistingFiles)),
-			DeletedFiles:      int32(orMinusOne(c, lsDeletedFiles)),
-			AddedRows:         orMinusOne(c, lsAddedRows),
-			ExistingRows:      orMinusOne(c, lsExistingRows),
-			DeletedRows:       orMinusOne(c, lsDeletedRows),
+		e.Path, e.Length = c.str[strPath], c.num[lsLength]
+		if more {
+			e.SpecID = int32(c.num[lsSpecID])
+			e.Content = int32(c.num[lsContent])
+			e.SequenceNumber, e.MinSequenceNumber = c.num[lsSeq], c.num[lsMinSeq]
+			e.AddedSnapshotID = orMinusOne(c, lsAddedSnapshot)
+			e.AddedFiles = int32(orMinusOne(c, lsAddedFiles))
+			e.ExistingFiles = int32(orMinusOne(c, lsExistingFiles))
+			e.DeletedFiles = int32(orMinusOne(c, lsDeletedFiles))
+			e.AddedRows = orMinusOne(c, lsAddedRows)
+			e.ExistingRows = orMinusOne(c, lsExistingRows)
+			e.DeletedRows = orMinusOne(c, lsDeletedRows)
 		}
 		return callback(fn(&e))
 	})

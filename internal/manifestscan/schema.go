@@ -357,6 +357,8 @@ func (c *schemaCompiler) capture(t any, ns string, fs fieldSpec, what string, de
 	if branch < 0 {
 		return value, nil
 	}
+	// A null leaves no value from the record before.
+	slot, isString := fs.slot, fs.kind == captureString
 	return func(r *reader, c *record) error {
 		i, err := r.long()
 		if err != nil {
@@ -366,6 +368,11 @@ func (c *schemaCompiler) capture(t any, ns string, fs fieldSpec, what string, de
 		case int64(branch):
 			return value(r, c)
 		case int64(1 - branch):
+			if isString {
+				c.str[slot] = nil
+			} else {
+				c.num[slot] = 0
+			}
 			return nil
 		}
 		return fmt.Errorf("%w: %s: union branch %d out of range", ErrCorrupt, what, i)

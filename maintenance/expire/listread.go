@@ -28,14 +28,7 @@ var listOptions = manifestscan.ListOptions{Fields: manifestscan.ListLength, Requ
 // expiring list are only looked up. On an error, visit may already have
 // seen some entries.
 func visitList(fs iceio.IO, s table.Snapshot, visit func(path []byte, length int64)) (int64, error) {
-	if s.ManifestList == "" {
-		mans, err := s.Manifests(fs) // v1 snapshots may embed manifest paths
-		for _, m := range mans {
-			visit([]byte(m.FilePath()), m.Length())
-		}
-		return 0, err
-	}
-	return manifestscan.ReadList(fs, s.ManifestList, listOptions, func(e *manifestscan.ListEntry) error {
+	return manifestscan.ReadSnapshot(fs, &s, listOptions, func(e *manifestscan.ListEntry) error {
 		visit(e.Path, e.Length)
 		return nil
 	})

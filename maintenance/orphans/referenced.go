@@ -114,28 +114,16 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 					if err := sink([]string{s.ManifestList}); err != nil {
 						return err
 					}
-					_, err := manifestscan.ReadList(fs, s.ManifestList, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
-						if seen.add(e.Path) {
-							fresh = append(fresh, string(e.Path))
-							lengths = append(lengths, e.Length)
-						}
-						return nil
-					})
-					if err != nil {
-						return fmt.Errorf("%w: snapshot %d: %v", ErrMetadataRead, s.SnapshotID, err)
+				}
+				_, err := manifestscan.ReadSnapshot(fs, &s, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
+					if seen.add(e.Path) {
+						fresh = append(fresh, string(e.Path))
+						lengths = append(lengths, e.Length)
 					}
-				} else {
-					// v1 metadata may embed the manifest paths in the snapshot.
-					mfs, err := s.Manifests(fs)
-					if err != nil {
-						return fmt.Errorf("%w: manifests of snapshot %d: %v", ErrMetadataRead, s.SnapshotID, err)
-					}
-					for _, m := range mfs {
-						if seen.add([]byte(m.FilePath())) {
-							fresh = append(fresh, m.FilePath())
-							lengths = append(lengths, m.Length())
-						}
-					}
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("%w: snapshot %d: %v", ErrMetadataRead, s.SnapshotID, err)
 				}
 				if err := sink(fresh); err != nil {
 					return err

@@ -296,17 +296,8 @@ type addedManifest struct {
 // addedManifests returns the manifests that s added.
 func addedManifests(fs iceio.IO, s *table.Snapshot) ([]addedManifest, error) {
 	var out []addedManifest
-	if s.ManifestList == "" { // v1 metadata may embed the manifest paths in the snapshot
-		mans, err := s.Manifests(fs)
-		for _, m := range mans {
-			if m.SnapshotID() == s.SnapshotID {
-				out = append(out, addedManifest{m.FilePath(), m.ManifestContent() == iceberg.ManifestContentDeletes, m.AddedDataFiles()})
-			}
-		}
-		return out, err
-	}
 	opt := manifestscan.ListOptions{Fields: manifestscan.ListContent | manifestscan.ListAddedSnapshotID | manifestscan.ListFileCounts}
-	_, err := manifestscan.ReadList(fs, s.ManifestList, opt, func(e *manifestscan.ListEntry) error {
+	_, err := manifestscan.ReadSnapshot(fs, s, opt, func(e *manifestscan.ListEntry) error {
 		if e.AddedSnapshotID == s.SnapshotID {
 			out = append(out, addedManifest{string(e.Path), e.Content == int32(iceberg.ManifestContentDeletes), e.AddedFiles})
 		}
