@@ -113,7 +113,8 @@ type Config struct {
 	// Path is the file the config was loaded from (the name given to Parse).
 	Path string `yaml:"-"`
 
-	pos map[string]position // field path -> position of the key that set it
+	pos   map[string]position // field path -> position of the key that set it
+	specs []taskSpec          // what ForTable resolves, from the task registry
 }
 
 // CatalogConfig says which Iceberg catalog holds the tables.
@@ -267,6 +268,11 @@ func Load(path string) (*Config, error) {
 // paths. env looks up environment variables (nil means os.LookupEnv). The
 // error, if any, is a *ValidationError listing every problem.
 func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	return parse(name, data, env, tasks)
+}
+
+// parse is Parse with the task blocks that defaults and tables[] accept.
+func parse(name string, data []byte, env func(string) (string, bool), tasks []task) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -292,12 +298,12 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		}
 		root = doc.Body
 	}
-	d := newDecoder(ps, env, root)
+	d := newDecoder(ps, env, root, tasks)
 	d.pos[""] = position{line: 1, col: 1}
 	if root != nil {
 		d.pos[""] = tokenPos(root)
 	}
-	c := &Config{Path: name}
+	c := &Config{Path: name, specs: specsOf(tasks)}
 	d.decode("", d.pos[""], root, reflect.ValueOf(c).Elem())
 	c.pos = d.pos
 	v := &validator{d: d, ps: ps, dir: filepath.Dir(name)}

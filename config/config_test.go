@@ -16,8 +16,6 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 // minimal is the smallest valid config; tests append to it.
 const minimal = `catalog:
   type: sql
@@ -152,38 +150,46 @@ tables:
 			Alertmanager: AlertmanagerConfig{TableLabel: "table", NamespaceLabel: "namespace", TaskLabel: "task"}},
 		Scheduler: SchedulerConfig{PollInterval: 30 * time.Second, MaxConcurrentTables: 2, ShutdownGrace: time.Minute},
 		Metrics:   MetricsConfig{MaxTables: 200, HealthInterval: 5 * time.Minute},
-		Defaults: TaskSet{Compact: &CompactSettings{
-			Enabled:                     ptr(true),
-			TargetFileSize:              ptr(Size(256 << 20)),
-			MinFileSize:                 ptr(Size(100_000_000)),
-			MaxFileSize:                 ptr(Size(1536 << 20)),
-			MinInputFiles:               ptr(4),
-			DeleteFileThreshold:         ptr(3),
-			DeleteRatioThreshold:        ptr(0.25),
-			Where:                       ptr("day >= '2024-01-01'"),
-			SkipPartitionsWrittenWithin: ptr(Duration(36 * time.Hour)),
-			MaxBytesPerRun:              ptr(Size(100 << 30)),
-			MaxConcurrentGroups:         ptr(8),
-			PartialProgress:             ptr(true),
-			MaxCommits:                  ptr(20),
-			CommitRetries:               ptr(6),
-			RemoveDeadDeletes:           ptr(false),
-			Trigger: &TriggerSettings{
-				CommitCount: ptr(12), DataFileCount: ptr(100), DataFileBytes: ptr(Size(1 << 30)),
-				DeleteFileCount: ptr(8), Interval: ptr(Duration(12 * time.Hour)), RateLimit: ptr(Duration(15 * time.Minute)),
+		// A block holds the values of the keys it writes; ForTable below
+		// shows that only those keys override.
+		Defaults: TaskSet{"compact": &Block[compact.Config]{
+			Config: compact.Config{
+				Enabled:                     true,
+				TargetFileSize:              256 << 20,
+				MinFileSize:                 100_000_000,
+				MaxFileSize:                 1536 << 20,
+				MinInputFiles:               4,
+				DeleteFileThreshold:         3,
+				DeleteRatioThreshold:        0.25,
+				Where:                       "day >= '2024-01-01'",
+				SkipPartitionsWrittenWithin: 36 * time.Hour,
+				MaxBytesPerRun:              100 << 30,
+				MaxConcurrentGroups:         8,
+				PartialProgress:             true,
+				MaxCommits:                  20,
+				CommitRetries:               6,
+				RemoveDeadDeletes:           false,
+			},
+			Trigger: &trigger.Config{
+				CommitCount: 12, DataFileCount: 100, DataFileBytes: 1 << 30,
+				DeleteFileCount: 8, Interval: 12 * time.Hour, RateLimit: 15 * time.Minute,
 			},
 		}},
 		Tables: []TableOverride{
-			{Match: "db.events_*", TaskSet: TaskSet{Compact: &CompactSettings{MinInputFiles: ptr(10)}}},
+			{Match: "db.events_*", TaskSet: TaskSet{"compact": &Block[compact.Config]{Config: compact.Config{MinInputFiles: 10}}}},
 			{Match: "lake.**"},
-			{Match: "db.events_raw", TaskSet: TaskSet{Compact: &CompactSettings{Enabled: ptr(false), TargetFileSize: ptr(Size(128 << 20))}}},
+			{Match: "db.events_raw", TaskSet: TaskSet{"compact": &Block[compact.Config]{Config: compact.Config{Enabled: false, TargetFileSize: 128 << 20}}}},
 		},
 	}
 	got := *c
-	got.pos = nil
+	got.pos, got.specs = nil, nil
 	if !reflect.DeepEqual(&got, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", got, *want)
-		t.Errorf("defaults.compact: got %+v", *got.Defaults.Compact)
+		t.Errorf("defaults.compact: got %+v", got.Defaults["compact"])
+	}
+	if !c.isSet("tables[2].compact.enabled") || c.isSet("tables[0].compact.enabled") {
+		t.Errorf("set keys: tables[2].compact.enabled %v, tables[0].compact.enabled %v; want true, false",
+			c.isSet("tables[2].compact.enabled"), c.isSet("tables[0].compact.enabled"))
 	}
 
 	wantProps := map[string]string{
@@ -427,7 +433,7 @@ tables:
 		want: []string{
 			`maintainer.yaml:7:5: defaults.compact.target_file_size: must be at least 1MiB (got 1000)`,
 			`maintainer.yaml:8:5: defaults.compact.delete_ratio_threshold: must be between 0 and 1 (got 1.5)`,
-			`maintainer.yaml:9:5: defaults.compact.where: `, // the message is compact.ParseWhere's
+			`maintainer.yaml:9:5: defaults.compact.where: `, // the message is rowfilter.Parse's
 			`maintainer.yaml:13:7: tables[0].compact.min_file_size: must be less than max_file_size (got 200MiB)`,
 			// target_file_size comes from defaults; the problem is the override's min_file_size.
 			`maintainer.yaml:13:7: tables[0].compact.min_file_size: must not exceed target_file_size (got 200MiB)`,
@@ -692,9 +698,9 @@ defaults:
 	if c.Catalog.URI != "jdbc:db:5432/x" || c.Catalog.Props["sql.driver"] != "pgx" || c.Catalog.Props["sql.dialect"] != "postgres" || c.Catalog.Props["literal"] != "${NOT_EXPANDED}" {
 		t.Errorf("catalog = %+v", c.Catalog)
 	}
-	cs := c.Defaults.Compact
-	if *cs.MinInputFiles != 7 || *cs.TargetFileSize != 256<<20 || !*cs.PartialProgress {
-		t.Errorf("compact = %+v", *cs)
+	cs := c.Defaults["compact"].(*Block[compact.Config]).Config
+	if cs.MinInputFiles != 7 || cs.TargetFileSize != 256<<20 || !cs.PartialProgress {
+		t.Errorf("compact = %+v", cs)
 	}
 	got := problemsOf(t, minimal+"defaults:\n  compact:\n    where: ${WHERE}\n", nil)
 	if want := "maintainer.yaml:7:5: defaults.compact.where: environment variable WHERE is not set (use ${WHERE:-default} for a default)"; len(got) != 1 || got[0] != want {
@@ -771,36 +777,32 @@ tables:
 	}
 }
 
-// Every field of a component's Config has a setting of the same name whose
-// YAML key is the snake_case name validate.FieldError uses, and back (the
-// trigger block aside, which is a spec of its own).
-func TestSettingsCoverConfigs(t *testing.T) {
-	for _, pair := range []struct{ settings, cfg reflect.Type }{
-		{reflect.TypeFor[CompactSettings](), reflect.TypeFor[compact.Config]()},
-		{reflect.TypeFor[ExpireSettings](), reflect.TypeFor[expire.Config]()},
-		{reflect.TypeFor[OrphansSettings](), reflect.TypeFor[orphans.Config]()},
-		{reflect.TypeFor[TriggerSettings](), reflect.TypeFor[trigger.Config]()},
+// Every field of a component's Config is a key of its block, named by the
+// snake_case name validate.FieldError uses (the trigger block's too).
+func TestConfigKeysAreFieldNames(t *testing.T) {
+	types := map[reflect.Type]bool{}
+	for _, s := range specsOf(tasks) {
+		types[s.typ] = true
+	}
+	for _, want := range []reflect.Type{
+		reflect.TypeFor[compact.Config](), reflect.TypeFor[expire.Config](),
+		reflect.TypeFor[orphans.Config](), reflect.TypeFor[trigger.Config](),
 	} {
-		st, ct := pair.settings, pair.cfg
-		n := st.NumField()
-		if _, ok := st.FieldByName("Trigger"); ok {
-			n--
+		if !types[want] {
+			t.Errorf("%s is not in the task registry", want)
 		}
-		if n != ct.NumField() {
-			t.Errorf("%s has %d fields, %s %d", st, n, ct, ct.NumField())
+	}
+	for ct := range types {
+		keys := map[string]bool{}
+		for _, f := range Fields(ct) {
+			keys[f.Name] = true
+		}
+		if len(keys) != ct.NumField() {
+			t.Errorf("%s has %d fields, %d keys", ct, ct.NumField(), len(keys))
 		}
 		for i := range ct.NumField() {
-			cf := ct.Field(i)
-			sf, ok := st.FieldByName(cf.Name)
-			if !ok {
-				t.Errorf("%s.%s has no setting", ct, cf.Name)
-				continue
-			}
-			if tag := sf.Tag.Get("yaml"); tag != snake(cf.Name) {
-				t.Errorf("%s.%s yaml key %q; want %q", st, cf.Name, tag, snake(cf.Name))
-			}
-			if sf.Type.Kind() != reflect.Pointer || !sf.Type.Elem().ConvertibleTo(cf.Type) {
-				t.Errorf("%s.%s is %s; want a pointer convertible to %s", st, cf.Name, sf.Type, cf.Type)
+			if cf := ct.Field(i); !keys[snake(cf.Name)] {
+				t.Errorf("%s.%s has no key %q", ct, cf.Name, snake(cf.Name))
 			}
 		}
 	}

@@ -20,12 +20,14 @@ import (
 // validation can point at the line that set a value.
 //
 // Struct fields are matched by their `yaml:"name"` tag (`yaml:"-"` skips a
-// field, `yaml:",inline"` on an embedded struct lifts its fields); unknown
-// keys are problems. A nil pointer field means "not set". Scalars are read as
-// text, expanded, then parsed for the field's type; types implementing
-// encoding.TextUnmarshaler (Size, Duration) parse themselves and
-// time.Duration uses ParseDuration. Anchors, aliases and merge keys (<<)
-// work as in YAML.
+// field, `yaml:",inline"` on a struct field lifts its fields, and on a
+// TaskSet gives it the keys that name a registered task); unknown keys are
+// problems. A nil pointer field means "not set". Scalars are read as text,
+// expanded, then parsed for the field's type; types implementing
+// encoding.TextUnmarshaler (Size, Duration) parse themselves, time.Duration
+// uses ParseDuration, and an int64 tagged `yaml:"name,size"` is parsed as a
+// Size, so components declare sizes without importing this package.
+// Anchors, aliases and merge keys (<<) work as in YAML.
 type decoder struct {
 	ps      *problems
 	env     func(string) (string, bool)
@@ -33,15 +35,17 @@ type decoder struct {
 	bad     map[string]bool     // field paths that already have a problem
 	anchors map[string][]*ast.AnchorNode
 	depth   int
+	tasks   []task // the task blocks a TaskSet accepts
 }
 
-func newDecoder(ps *problems, env func(string) (string, bool), root ast.Node) *decoder {
+func newDecoder(ps *problems, env func(string) (string, bool), root ast.Node, tasks []task) *decoder {
 	d := &decoder{
 		ps:      ps,
 		env:     env,
 		pos:     map[string]position{},
 		bad:     map[string]bool{},
 		anchors: map[string][]*ast.AnchorNode{},
+		tasks:   tasks,
 	}
 	if root != nil {
 		ast.Walk(anchorCollector(d.anchors), root)
@@ -95,6 +99,21 @@ func (d *decoder) at(path string) position {
 func (d *decoder) isSet(path string) bool {
 	_, ok := d.pos[path]
 	return ok
+}
+
+// decoded reports whether the key at path was written and its value, down
+// to every entry of a list or map, decoded without problems: the keys a task
+// block sets.
+func (d *decoder) decoded(path string) bool {
+	if !d.isSet(path) || d.isBad(path) {
+		return false
+	}
+	for p := range d.bad {
+		if len(p) > len(path) && strings.HasPrefix(p, path) && (p[len(path)] == '.' || p[len(path)] == '[') {
+			return false
+		}
+	}
+	return true
 }
 
 func parentPath(path string) string {
@@ -301,6 +320,7 @@ func (d *decoder) pairs(path string, n ast.Node) ([]pair, bool) {
 var (
 	durationType        = reflect.TypeFor[time.Duration]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	taskSetType         = reflect.TypeFor[TaskSet]()
 )
 
 // decode fills v (settable) from node n for the field at path; at is where
@@ -348,9 +368,11 @@ func (d *decoder) decode(path string, at position, n ast.Node, v reflect.Value) 
 		}
 		return true
 	}
-	switch v.Kind() {
-	case reflect.Struct:
+	switch {
+	case v.Kind() == reflect.Struct, v.Type() == taskSetType:
 		return d.decodeStruct(path, at, n, v)
+	}
+	switch v.Kind() {
 	case reflect.Map:
 		return d.decodeMap(path, at, n, v)
 	case reflect.Slice:
@@ -444,11 +466,15 @@ func want(t reflect.Type) string {
 type Field struct {
 	Name  string
 	Index []int
+	// Size is set by the tag option ",size": the int64 field is a byte
+	// count, written as a Size (512MiB).
+	Size bool
 }
 
 // Fields lists the YAML keys of a config struct type in declaration order,
 // inline structs flattened, exactly as the decoder reads them (the docs'
-// drift test walks the schema with it).
+// drift test walks the schema with it). The keys of an inline TaskSet are
+// the registered tasks' (TaskBlocks), not listed here.
 func Fields(t reflect.Type) []Field {
 	var out []Field
 	for i := range t.NumField() {
@@ -461,18 +487,37 @@ func Fields(t reflect.Type) []Field {
 		if name == "-" || tag == "" && !f.Anonymous {
 			continue
 		}
-		if f.Anonymous && opts == "inline" {
-			for _, sub := range Fields(f.Type) {
-				out = append(out, Field{Name: sub.Name, Index: append([]int{i}, sub.Index...)})
+		options := strings.Split(opts, ",")
+		if slices.Contains(options, "inline") {
+			if f.Type.Kind() == reflect.Struct {
+				for _, sub := range Fields(f.Type) {
+					sub.Index = append([]int{i}, sub.Index...)
+					out = append(out, sub)
+				}
 			}
 			continue
 		}
 		if name == "" {
 			continue
 		}
-		out = append(out, Field{Name: name, Index: []int{i}})
+		size := slices.Contains(options, "size")
+		if size && f.Type.Kind() != reflect.Int64 {
+			panic(fmt.Sprintf("config: %s.%s has the size option but is a %s, not an int64", t, f.Name, f.Type))
+		}
+		out = append(out, Field{Name: name, Index: []int{i}, Size: size})
 	}
 	return out
+}
+
+// inlineTaskSet returns v's TaskSet field tagged `yaml:",inline"`, if any.
+func inlineTaskSet(v reflect.Value) (reflect.Value, bool) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if _, opts, _ := strings.Cut(f.Tag.Get("yaml"), ","); f.Type == taskSetType && slices.Contains(strings.Split(opts, ","), "inline") {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
 }
 
 func (d *decoder) decodeStruct(path string, at position, n ast.Node, v reflect.Value) bool {
@@ -481,31 +526,77 @@ func (d *decoder) decodeStruct(path string, at position, n ast.Node, v reflect.V
 		d.problem(at, path, "must be a mapping (got %s)", describe(n))
 		return false
 	}
-	fields := Fields(v.Type())
+	// v is a struct, maybe with an inline TaskSet, or a TaskSet itself.
+	var fields []Field
+	taskSet, hasTasks := v, true
+	if v.Kind() == reflect.Struct {
+		fields = Fields(v.Type())
+		taskSet, hasTasks = inlineTaskSet(v)
+	}
+	var names []string
+	for _, f := range fields {
+		names = append(names, f.Name)
+	}
+	if hasTasks {
+		for _, t := range d.tasks {
+			names = append(names, t.key)
+		}
+	}
 	allOK := true
 	for _, p := range ps {
 		child := joinPath(path, p.key)
 		i := slices.IndexFunc(fields, func(f Field) bool { return f.Name == p.key })
-		if i < 0 {
-			d.problem(p.at, child, "%s", unknownKey(p.key, fields))
-			allOK = false
-			continue
+		t := slices.IndexFunc(d.tasks, func(t task) bool { return t.key == p.key })
+		ok := true
+		switch {
+		case i >= 0:
+			d.pos[child] = p.at
+			ok = d.decodeField(child, p, fields[i], v.FieldByIndex(fields[i].Index))
+		case hasTasks && t >= 0:
+			d.pos[child] = p.at
+			ok = d.decodeBlock(child, p, d.tasks[t], taskSet)
+		default:
+			d.problem(p.at, child, "%s", unknownKey(p.key, names))
+			ok = false
 		}
-		d.pos[child] = p.at
-		if !d.decode(child, p.at, p.value, v.FieldByIndex(fields[i].Index)) {
-			allOK = false
-		}
+		allOK = allOK && ok
 	}
 	return allOK
 }
 
-func unknownKey(key string, fields []Field) string {
+// decodeField decodes the value of one struct field.
+func (d *decoder) decodeField(path string, p pair, f Field, v reflect.Value) bool {
+	if !f.Size {
+		return d.decode(path, p.at, p.value, v)
+	}
+	var s Size
+	if !d.decode(path, p.at, p.value, reflect.ValueOf(&s).Elem()) {
+		return false
+	}
+	v.SetInt(int64(s))
+	return true
+}
+
+// decodeBlock decodes task t's block into a new Block of its Config and
+// stores it in set. An empty block sets nothing and is not stored.
+func (d *decoder) decodeBlock(path string, p pair, t task, set reflect.Value) bool {
+	if isNull(d.resolve(p.value)) {
+		return true
+	}
+	b := t.newBlock()
+	ok := d.decode(path, p.at, p.value, b.Elem())
+	if set.IsNil() {
+		set.Set(reflect.MakeMap(taskSetType))
+	}
+	set.SetMapIndex(reflect.ValueOf(t.key), b)
+	return ok
+}
+
+func unknownKey(key string, names []string) string {
 	best, bestDist := "", 3
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.Name
-		if dist := editDistance(key, f.Name); dist < bestDist {
-			best, bestDist = f.Name, dist
+	for _, name := range names {
+		if dist := editDistance(key, name); dist < bestDist {
+			best, bestDist = name, dist
 		}
 	}
 	if best != "" {

@@ -15,101 +15,26 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
-// TaskSet holds the settings of each task, as written in defaults or in one
-// tables[] override. A nil block, like a nil field in a block, is "not set".
-//
-// Adding a task (expire, orphans) takes: a settings struct with one pointer
-// field per field of the component's Config (same Go name, snake_case yaml
-// tag equal to the component's FieldError.Field), a field here, a field in
-// Resolved, and one entry in the tasks table below.
-type TaskSet struct {
-	Compact *CompactSettings `yaml:"compact"`
-	Expire  *ExpireSettings  `yaml:"expire"`
-	Orphans *OrphansSettings `yaml:"orphans"`
+// Block is one task block as written in defaults or in a tables[] entry:
+// the task's own Config (compact.Config...) holding the values of the keys
+// the block writes, and its trigger block. The other fields stay zero: which
+// keys a block writes is known from the positions the decoder records, so a
+// key is declared once, by the yaml tag of the component's Config field.
+type Block[C any] struct {
+	Config  C               `yaml:",inline"`
+	Trigger *trigger.Config `yaml:"trigger"` // nil when the block has none
 }
+
+// TaskSet holds the task blocks of defaults or of one tables[] entry by task
+// key ("compact"); each value is the *Block of that task's Config type. A
+// task whose block is absent (or empty) has no entry.
+type TaskSet map[string]any
 
 // TableOverride is one entry of tables: settings applied on top of defaults
 // (and of earlier matching overrides) to the tables Match matches.
 type TableOverride struct {
-	Match   string `yaml:"match"` // glob over "ns1.ns2.table", see MatchGlob
-	TaskSet `yaml:",inline"`
-}
-
-// CompactSettings is a partial compact.Config: each non-nil field replaces
-// the field of the same name.
-type CompactSettings struct {
-	Enabled                     *bool     `yaml:"enabled"`
-	TargetFileSize              *Size     `yaml:"target_file_size"`
-	MinFileSize                 *Size     `yaml:"min_file_size"`
-	MaxFileSize                 *Size     `yaml:"max_file_size"`
-	MinInputFiles               *int      `yaml:"min_input_files"`
-	DeleteFileThreshold         *int      `yaml:"delete_file_threshold"`
-	DeleteRatioThreshold        *float64  `yaml:"delete_ratio_threshold"`
-	Where                       *string   `yaml:"where"`
-	SkipPartitionsWrittenWithin *Duration `yaml:"skip_partitions_written_within"`
-	MaxBytesPerRun              *Size     `yaml:"max_bytes_per_run"`
-	MaxConcurrentGroups         *int      `yaml:"max_concurrent_groups"`
-	PartialProgress             *bool     `yaml:"partial_progress"`
-	MaxCommits                  *int      `yaml:"max_commits"`
-	CommitRetries               *int      `yaml:"commit_retries"`
-	RemoveDeadDeletes           *bool     `yaml:"remove_dead_deletes"`
-	// Trigger says when the task is due; see TriggerSettings.
-	Trigger *TriggerSettings `yaml:"trigger"`
-}
-
-// ExpireSettings is a partial expire.Config.
-type ExpireSettings struct {
-	Enabled           *bool     `yaml:"enabled"`
-	RetainLast        *int      `yaml:"retain_last"`
-	MaxSnapshotAge    *Duration `yaml:"max_snapshot_age"`
-	MaxRefAge         *Duration `yaml:"max_ref_age"`
-	DeleteConcurrency *int      `yaml:"delete_concurrency"`
-	CommitRetries     *int      `yaml:"commit_retries"`
-	// Trigger says when the task is due; see TriggerSettings.
-	Trigger *TriggerSettings `yaml:"trigger"`
-}
-
-// OrphansSettings is a partial orphans.Config.
-type OrphansSettings struct {
-	Enabled           *bool              `yaml:"enabled"`
-	MinAge            *Duration          `yaml:"min_age"`
-	EqualSchemes      *map[string]string `yaml:"equal_schemes"`
-	EqualAuthorities  *map[string]string `yaml:"equal_authorities"`
-	PrefixMismatch    *string            `yaml:"prefix_mismatch"`
-	Location          *string            `yaml:"location"`
-	ListConcurrency   *int               `yaml:"list_concurrency"`
-	DeleteConcurrency *int               `yaml:"delete_concurrency"`
-	// Trigger says when the task is due; see TriggerSettings.
-	Trigger *TriggerSettings `yaml:"trigger"`
-}
-
-// TriggerSettings is a partial trigger.Config: when a task is due. Each
-// field is merged on its own, so an override may change one threshold and
-// keep the others.
-type TriggerSettings struct {
-	CommitCount     *int      `yaml:"commit_count"`
-	DataFileCount   *int      `yaml:"data_file_count"`
-	DataFileBytes   *Size     `yaml:"data_file_bytes"`
-	DeleteFileCount *int      `yaml:"delete_file_count"`
-	Interval        *Duration `yaml:"interval"`
-	RateLimit       *Duration `yaml:"rate_limit"`
-}
-
-// Default triggers: Flink-like thresholds that keep a busy table healthy, an
-// interval that catches a table whose writers stopped just short of them, and
-// a rate limit so a fast streaming writer does not keep compaction running
-// back to back. A task never run on a table is due at once (the interval has
-// never elapsed), so a fresh CronJob run does the work.
-func defaultTrigger(task string) trigger.Config {
-	switch task {
-	case "compact":
-		return trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}
-	case "expire":
-		return trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}
-	case "orphans": // listing the table location is the expensive part
-		return trigger.Config{Interval: 24 * time.Hour, RateLimit: time.Hour}
-	}
-	panic("config: no default trigger for task " + task)
+	Match   string           `yaml:"match"` // glob over "ns1.ns2.table", see MatchGlob
+	TaskSet `yaml:",inline"` // the decoder gives it the keys that are task names
 }
 
 // Resolved is the effective configuration of one table.
@@ -128,116 +53,155 @@ type Resolved struct {
 // the config does not set it for the table.
 const PropTargetFileSize = "write.target-file-size-bytes"
 
-// taskSpec ties a task block to its component's Config.
+// tasks is the registry of task blocks, in the order they are resolved.
+// Adding a task takes one entry here and its field in Resolved: the keys of
+// its block are the yaml tags of its Config.
+//
+// The default triggers are Flink-like thresholds that keep a busy table
+// healthy, an interval that catches a table whose writers stopped just short
+// of them, and a rate limit so a fast streaming writer does not keep a task
+// running back to back. A task never run on a table is due at once (the
+// interval has never elapsed), so a fresh CronJob run does the work.
+var tasks = []task{
+	newTask("compact", compact.DefaultConfig, compact.Config.Validate,
+		func(r *Resolved, c compact.Config) { r.Compact = c },
+		trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
+		propFallback{prop: PropTargetFileSize, field: "target_file_size", parse: parseTargetFileSize}),
+	newTask("expire", expire.DefaultConfig, expire.Config.Validate,
+		func(r *Resolved, c expire.Config) { r.Expire = c },
+		trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}),
+	// Listing the table location is the expensive part of orphan removal.
+	newTask("orphans", orphans.DefaultConfig, orphans.Config.Validate,
+		func(r *Resolved, c orphans.Config) { r.Orphans = c },
+		trigger.Config{Interval: 24 * time.Hour, RateLimit: time.Hour}),
+}
+
+func parseTargetFileSize(s string) (any, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return nil, errors.New("not an integer")
+	}
+	if n <= 0 {
+		return nil, errors.New("not positive")
+	}
+	return n, nil
+}
+
+// task is one entry of the registry: the key of a task block and how its
+// Config and its trigger's are resolved.
+type task struct {
+	key      string
+	newBlock func() reflect.Value // a pointer to a new, empty Block of the task's Config
+	own      taskSpec             // the task's Config
+	trigger  taskSpec             // its trigger block's
+}
+
+// newTask builds a registry entry for the task whose block is decoded onto
+// C: defaults gives C's defaults, validate checks a resolved C, store puts
+// it into Resolved, and trig is the task's default trigger.
+func newTask[C any](key string, defaults func() C, validate func(C) error, store func(*Resolved, C), trig trigger.Config, fallbacks ...propFallback) task {
+	block := func(ts TaskSet) *Block[C] {
+		b, _ := ts[key].(*Block[C])
+		return b
+	}
+	return task{
+		key:      key,
+		newBlock: func() reflect.Value { return reflect.ValueOf(new(Block[C])) },
+		own: taskSpec{
+			key: key,
+			typ: reflect.TypeFor[C](),
+			part: func(ts TaskSet) (reflect.Value, bool) {
+				if b := block(ts); b != nil {
+					return reflect.ValueOf(&b.Config), true
+				}
+				return reflect.Value{}, false
+			},
+			defaults: func() reflect.Value {
+				c := defaults()
+				return reflect.ValueOf(&c)
+			},
+			validate:  func(v reflect.Value) []fieldProblem { return asFieldProblems(validate(*v.Interface().(*C))) },
+			store:     func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*C)) },
+			fallbacks: fallbacks,
+		},
+		// The trigger block resolves field by field through the same
+		// layers, with its own defaults, and is reported at paths like
+		// defaults.compact.trigger.commit_count.
+		trigger: taskSpec{
+			key: key + ".trigger",
+			typ: reflect.TypeFor[trigger.Config](),
+			part: func(ts TaskSet) (reflect.Value, bool) {
+				if b := block(ts); b != nil && b.Trigger != nil {
+					return reflect.ValueOf(b.Trigger), true
+				}
+				return reflect.Value{}, false
+			},
+			defaults: func() reflect.Value {
+				c := trig
+				return reflect.ValueOf(&c)
+			},
+			validate: func(v reflect.Value) []fieldProblem {
+				return asFieldProblems(v.Interface().(*trigger.Config).Validate())
+			},
+			store: func(r *Resolved, v reflect.Value) {
+				if r.Triggers == nil {
+					r.Triggers = map[string]trigger.Config{}
+				}
+				r.Triggers[key] = *v.Interface().(*trigger.Config)
+			},
+		},
+	}
+}
+
+// specsOf lists what resolves through the layers: every task's own Config,
+// then every task's trigger.
+func specsOf(ts []task) []taskSpec {
+	out := make([]taskSpec, 0, 2*len(ts))
+	for _, t := range ts {
+		out = append(out, t.own)
+	}
+	for _, t := range ts {
+		out = append(out, t.trigger)
+	}
+	return out
+}
+
+// TaskBlock is one task block that defaults and each tables[] entry may
+// hold: its key and the type it decodes onto, a Block of the task's Config.
+type TaskBlock struct {
+	Key  string
+	Type reflect.Type
+}
+
+// TaskBlocks lists the task blocks in their order (the docs' drift test
+// walks the schema with it).
+func TaskBlocks() []TaskBlock {
+	out := make([]TaskBlock, len(tasks))
+	for i, t := range tasks {
+		out[i] = TaskBlock{Key: t.key, Type: t.newBlock().Type().Elem()}
+	}
+	return out
+}
+
+// taskSpec is one Config resolved field by field through the layers: a
+// task's own or its trigger's.
 type taskSpec struct {
-	key      string                      // the block's YAML key
-	block    func(TaskSet) reflect.Value // the settings pointer, maybe nil
-	defaults func() reflect.Value        // pointer to a fresh DefaultConfig()
+	key string       // where its keys sit in a layer: "compact", "compact.trigger"
+	typ reflect.Type // the Config type
+	// part returns a pointer to the Config a layer's block holds, if the
+	// layer has that block.
+	part     func(TaskSet) (reflect.Value, bool)
+	defaults func() reflect.Value // pointer to a fresh default Config
 	validate func(reflect.Value) []fieldProblem
 	store    func(*Resolved, reflect.Value)
-	// fallbacks fill fields from table properties when no block sets them.
+	// fallbacks fill fields from table properties when no layer sets them.
 	fallbacks []propFallback
 }
 
 type propFallback struct {
 	prop  string
-	field string // YAML key of the settings field
+	field string // YAML key of the Config field
 	parse func(string) (any, error)
-}
-
-var tasks = []taskSpec{{
-	key:   "compact",
-	block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(ts.Compact) },
-	defaults: func() reflect.Value {
-		c := compact.DefaultConfig()
-		return reflect.ValueOf(&c)
-	},
-	validate: func(v reflect.Value) []fieldProblem {
-		return asFieldProblems(v.Interface().(*compact.Config).Validate())
-	},
-	store: func(r *Resolved, v reflect.Value) { r.Compact = *v.Interface().(*compact.Config) },
-	fallbacks: []propFallback{{
-		prop:  PropTargetFileSize,
-		field: "target_file_size",
-		parse: func(s string) (any, error) {
-			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return nil, errors.New("not an integer")
-			}
-			if n <= 0 {
-				return nil, errors.New("not positive")
-			}
-			return n, nil
-		},
-	}},
-}, {
-	key:   "expire",
-	block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(ts.Expire) },
-	defaults: func() reflect.Value {
-		c := expire.DefaultConfig()
-		return reflect.ValueOf(&c)
-	},
-	validate: func(v reflect.Value) []fieldProblem {
-		return asFieldProblems(v.Interface().(*expire.Config).Validate())
-	},
-	store: func(r *Resolved, v reflect.Value) { r.Expire = *v.Interface().(*expire.Config) },
-}, {
-	key:   "orphans",
-	block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(ts.Orphans) },
-	defaults: func() reflect.Value {
-		c := orphans.DefaultConfig()
-		return reflect.ValueOf(&c)
-	},
-	validate: func(v reflect.Value) []fieldProblem {
-		return asFieldProblems(v.Interface().(*orphans.Config).Validate())
-	},
-	store: func(r *Resolved, v reflect.Value) { r.Orphans = *v.Interface().(*orphans.Config) },
-}}
-
-// triggerSpec is the spec of one task's trigger block: it resolves field by
-// field through the same layers, with its own defaults, and is reported at
-// paths like defaults.compact.trigger.commit_count.
-func triggerSpec(task string, block func(TaskSet) *TriggerSettings) taskSpec {
-	return taskSpec{
-		key:   task + ".trigger",
-		block: func(ts TaskSet) reflect.Value { return reflect.ValueOf(block(ts)) },
-		defaults: func() reflect.Value {
-			c := defaultTrigger(task)
-			return reflect.ValueOf(&c)
-		},
-		validate: func(v reflect.Value) []fieldProblem {
-			return asFieldProblems(v.Interface().(*trigger.Config).Validate())
-		},
-		store: func(r *Resolved, v reflect.Value) {
-			if r.Triggers == nil {
-				r.Triggers = map[string]trigger.Config{}
-			}
-			r.Triggers[task] = *v.Interface().(*trigger.Config)
-		},
-	}
-}
-
-func init() {
-	tasks = append(tasks,
-		triggerSpec("compact", func(ts TaskSet) *TriggerSettings {
-			if ts.Compact == nil {
-				return nil
-			}
-			return ts.Compact.Trigger
-		}),
-		triggerSpec("expire", func(ts TaskSet) *TriggerSettings {
-			if ts.Expire == nil {
-				return nil
-			}
-			return ts.Expire.Trigger
-		}),
-		triggerSpec("orphans", func(ts TaskSet) *TriggerSettings {
-			if ts.Orphans == nil {
-				return nil
-			}
-			return ts.Orphans.Trigger
-		}),
-	)
 }
 
 // asFieldProblems turns a component's Validate error into field problems.
@@ -279,59 +243,63 @@ func fieldProblems(err error, as func(error) (fieldProblem, bool)) []fieldProble
 	return out
 }
 
-// settingsField finds the settings struct field with YAML key key.
-func settingsField(settingsType reflect.Type, key string) (reflect.StructField, bool) {
-	for _, f := range Fields(settingsType) {
+// field finds the Config field with YAML key key.
+func (t taskSpec) field(key string) (Field, bool) {
+	for _, f := range Fields(t.typ) {
 		if f.Name == key {
-			return settingsType.FieldByIndex(f.Index), true
+			return f, true
 		}
 	}
-	return reflect.StructField{}, false
+	return Field{}, false
 }
 
-func (t taskSpec) settingsType() reflect.Type { return t.block(TaskSet{}).Type().Elem() }
-
-// sets reports whether ts sets the field with YAML key key in this task.
-func (t taskSpec) sets(ts TaskSet, key string) bool {
-	b := t.block(ts)
-	if b.IsNil() {
-		return false
-	}
-	f, ok := settingsField(b.Type().Elem(), key)
-	return ok && !b.Elem().FieldByIndex(f.Index).IsNil()
+// layer is one block of settings with the path where it was written.
+type layer struct {
+	path string // "defaults" or "tables[i]"
+	set  TaskSet
 }
 
-// apply copies every set field of ts's block onto cfg (a pointer to the
-// component's Config), converting Size and Duration to their Go types.
-func (t taskSpec) apply(ts TaskSet, cfg reflect.Value) {
-	b := t.block(ts)
-	if b.IsNil() {
-		return
-	}
-	st := b.Type().Elem()
-	for i := range st.NumField() {
-		fv := b.Elem().Field(i)
-		if fv.IsNil() || fv.Type() == reflect.TypeFor[*TriggerSettings]() {
-			continue // the trigger block is a spec of its own
+// keyPath is the path of the key key of this Config in layer l.
+func (t taskSpec) keyPath(l layer, key string) string { return l.path + "." + t.key + "." + key }
+
+// sets reports whether layer l sets the field with YAML key key; isSet says
+// whether a key path was written (and decoded).
+func (t taskSpec) sets(l layer, key string, isSet func(string) bool) bool {
+	_, ok := t.part(l.set)
+	return ok && isSet(t.keyPath(l, key))
+}
+
+// resolve applies layers in order on the task's defaults: each layer's block
+// replaces the fields whose keys it sets.
+func (t taskSpec) resolve(layers []layer, isSet func(string) bool) reflect.Value {
+	cfg := t.defaults()
+	for _, l := range layers {
+		src, ok := t.part(l.set)
+		if !ok {
+			continue
 		}
-		dst := cfg.Elem().FieldByName(st.Field(i).Name)
-		dst.Set(fv.Elem().Convert(dst.Type()))
+		for _, f := range Fields(t.typ) {
+			if isSet(t.keyPath(l, f.Name)) {
+				cfg.Elem().FieldByIndex(f.Index).Set(src.Elem().FieldByIndex(f.Index))
+			}
+		}
 	}
+	return cfg
 }
 
 // setField sets the Config field behind YAML key key to val.
 func (t taskSpec) setField(cfg reflect.Value, key string, val any) {
-	f, ok := settingsField(t.settingsType(), key)
+	f, ok := t.field(key)
 	if !ok {
-		panic("config: no settings field " + key)
+		panic("config: no field with key " + key + " in " + t.typ.String())
 	}
-	dst := cfg.Elem().FieldByName(f.Name)
+	dst := cfg.Elem().FieldByIndex(f.Index)
 	dst.Set(reflect.ValueOf(val).Convert(dst.Type()))
 }
 
 // formatValue prints a problem's value, sizes in human units.
 func (t taskSpec) formatValue(key string, v any) string {
-	if f, ok := settingsField(t.settingsType(), key); ok && f.Type.Elem() == reflect.TypeFor[Size]() {
+	if f, ok := t.field(key); ok && f.Size {
 		if n, ok := v.(int64); ok {
 			return Size(n).String()
 		}
@@ -342,27 +310,12 @@ func (t taskSpec) formatValue(key string, v any) string {
 	return fmt.Sprint(v)
 }
 
-// layer is one block of settings with the path where it was written.
-type layer struct {
-	path string // "defaults" or "tables[i]"
-	set  TaskSet
-}
-
-// resolve applies layers in order on the task's defaults.
-func (t taskSpec) resolve(layers []layer) reflect.Value {
-	cfg := t.defaults()
-	for _, l := range layers {
-		t.apply(l.set, cfg)
-	}
-	return cfg
-}
-
 // locate maps a field problem of a config resolved from layers to a
 // Problem: at the key in the last layer that set the field, else at the
 // block (or entry) of the last layer. subject is the layer path under which
 // the problem is reported ("" = the layer that set the value); a problem
 // whose value comes from another layer says so.
-func (c *Config) locate(file string, t taskSpec, layers []layer, subject string, fp fieldProblem, note string) Problem {
+func (c *Config) locate(file string, t taskSpec, layers []layer, isSet func(string) bool, subject string, fp fieldProblem, note string) Problem {
 	msg := fp.msg
 	if fp.field != "" {
 		msg += " (got " + t.formatValue(fp.field, fp.value) + ")"
@@ -371,7 +324,7 @@ func (c *Config) locate(file string, t taskSpec, layers []layer, subject string,
 	var src *layer
 	if fp.field != "" {
 		for i := len(layers) - 1; i >= 0; i-- {
-			if t.sets(layers[i].set, fp.field) {
+			if t.sets(layers[i], fp.field, isSet) {
 				src = &layers[i]
 				break
 			}
@@ -379,7 +332,7 @@ func (c *Config) locate(file string, t taskSpec, layers []layer, subject string,
 	}
 	switch {
 	case src != nil:
-		at = c.posOf(src.path + "." + t.key + "." + fp.field)
+		at = c.posOf(t.keyPath(*src, fp.field))
 		if subject == "" {
 			subject = src.path
 		} else if subject != src.path {
@@ -412,6 +365,13 @@ func (c *Config) posOf(path string) position {
 		}
 		path = parentPath(path)
 	}
+}
+
+// isSet reports whether the file wrote the key at path. A loaded Config has
+// no problems, so every written key was decoded.
+func (c *Config) isSet(path string) bool {
+	_, ok := c.pos[path]
+	return ok
 }
 
 // Managed reports whether the table ident ("ns1.ns2.table") is maintained:
@@ -458,8 +418,12 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 	var r Resolved
 	ps := &problems{file: c.Path}
 	layers := c.layersFor(ident)
-	for _, t := range tasks {
-		cfg := t.resolve(layers)
+	specs := c.specs
+	if specs == nil { // a Config not made by Parse: the built-in tasks
+		specs = specsOf(tasks)
+	}
+	for _, t := range specs {
+		cfg := t.resolve(layers, c.isSet)
 		for _, fb := range t.fallbacks {
 			raw, ok := props[fb.prop]
 			if !ok || c.anySets(t, layers, fb.field) {
@@ -481,7 +445,7 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 			cfg = trial
 		}
 		for _, fp := range t.validate(cfg) {
-			ps.list = append(ps.list, c.locate(c.Path, t, layers, "", fp, " (resolving table "+ident+")"))
+			ps.list = append(ps.list, c.locate(c.Path, t, layers, c.isSet, "", fp, " (resolving table "+ident+")"))
 		}
 		t.store(&r, cfg)
 	}
@@ -490,7 +454,7 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 
 func (c *Config) anySets(t taskSpec, layers []layer, key string) bool {
 	for _, l := range layers {
-		if t.sets(l.set, key) {
+		if t.sets(l, key, c.isSet) {
 			return true
 		}
 	}

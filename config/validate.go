@@ -331,26 +331,28 @@ func (v *validator) tables(c *Config) {
 
 // tasks validates each task block the way it will be used: defaults alone,
 // then defaults with each override in isolation. A problem is reported at
-// the key that set the value, and once.
+// the key that set the value, and once. A key whose value did not decode is
+// left out, so its problem is not reported a second time.
 func (v *validator) tasks(c *Config) {
+	set := v.d.decoded
 	defaults := layer{path: "defaults", set: c.Defaults}
-	for _, t := range tasks {
+	for _, t := range c.specs {
 		alone := map[string]bool{}
-		for _, fp := range t.validate(t.resolve([]layer{defaults})) {
+		for _, fp := range t.validate(t.resolve([]layer{defaults}, set)) {
 			alone[fp.field+"\x00"+fp.msg+"\x00"+fmt.Sprint(fp.value)] = true
-			v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, []layer{defaults}, "defaults", fp, ""))
+			v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, []layer{defaults}, set, "defaults", fp, ""))
 		}
 		for i, o := range c.Tables {
-			if t.block(o.TaskSet).IsNil() {
+			if _, ok := t.part(o.TaskSet); !ok {
 				continue // defaults alone, already checked
 			}
 			override := layer{path: fmt.Sprintf("tables[%d]", i), set: o.TaskSet}
 			layers := []layer{defaults, override}
-			for _, fp := range t.validate(t.resolve(layers)) {
-				if !t.sets(o.TaskSet, fp.field) && alone[fp.field+"\x00"+fp.msg+"\x00"+fmt.Sprint(fp.value)] {
+			for _, fp := range t.validate(t.resolve(layers, set)) {
+				if !t.sets(override, fp.field, set) && alone[fp.field+"\x00"+fp.msg+"\x00"+fmt.Sprint(fp.value)] {
 					continue // the same problem in defaults, reported there
 				}
-				v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, layers, override.path, fp, ""))
+				v.ps.list = append(v.ps.list, c.locate(v.ps.file, t, layers, set, override.path, fp, ""))
 			}
 		}
 	}

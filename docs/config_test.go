@@ -16,7 +16,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/iceberg-maintainer/maintainer/config"
-	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 )
 
 // The conventions configuration.md follows, and this file checks:
@@ -45,7 +45,7 @@ type schemaKey struct {
 	raw   []string     // YAML path as written in a file: defaults, compact, trigger, interval
 	typ   reflect.Type // leaf type, pointers removed
 	index []int        // field index from config.Config (top-level keys only)
-	task  string       // TaskSet field name (Compact, Expire, Orphans) for task keys
+	task  string       // task block key (compact, expire, orphans) for task keys
 	trig  bool         // inside a task's trigger block
 	field string       // Go field name of the leaf
 }
@@ -53,6 +53,7 @@ type schemaKey struct {
 var (
 	sizeType     = reflect.TypeFor[config.Size]()
 	durationType = reflect.TypeFor[config.Duration]()
+	taskSetType  = reflect.TypeFor[config.TaskSet]()
 	goDuration   = reflect.TypeFor[time.Duration]()
 	textType     = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
@@ -61,15 +62,35 @@ type yamlField struct {
 	name  string
 	field reflect.StructField
 	index []int
+	typ   reflect.Type // the field's type, or sizeType for an int64 with the size option
 }
 
 // yamlFields lists a struct's YAML keys as package config decodes them.
 func yamlFields(t reflect.Type) []yamlField {
 	var out []yamlField
 	for _, f := range config.Fields(t) {
-		out = append(out, yamlField{name: f.Name, field: t.FieldByIndex(f.Index), index: f.Index})
+		sf := t.FieldByIndex(f.Index)
+		typ := sf.Type
+		if f.Size {
+			typ = sizeType
+		}
+		out = append(out, yamlField{name: f.Name, field: sf, index: f.Index, typ: typ})
 	}
 	return out
+}
+
+// holdsTasks reports whether the task blocks are keys of t: t is a TaskSet
+// or inlines one.
+func holdsTasks(t reflect.Type) bool {
+	if t == taskSetType {
+		return true
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type == taskSetType && strings.Contains(f.Tag.Get("yaml"), "inline") {
+			return true
+		}
+	}
+	return false
 }
 
 func deref(t reflect.Type) reflect.Type {
@@ -93,33 +114,32 @@ func isLeaf(t reflect.Type) bool {
 	return true
 }
 
-// schema walks config.Config by its yaml tags. Task blocks (the fields of
-// config.TaskSet) under defaults and under tables[] are reported once, by
-// their canonical path from the task down.
+// schema walks config.Config by its yaml tags. Task blocks
+// (config.TaskBlocks) under defaults and under tables[] are reported once,
+// by their canonical path from the task down.
 func schema(t *testing.T) map[string]schemaKey {
 	t.Helper()
-	taskNames := map[string]string{} // yaml key -> Go field name
-	for _, f := range yamlFields(reflect.TypeFor[config.TaskSet]()) {
-		taskNames[f.name] = f.field.Name
-	}
 	out := map[string]schemaKey{}
 	var walk func(raw []string, rt reflect.Type, index []int, task string, trig bool)
 	walk = func(raw []string, rt reflect.Type, index []int, task string, trig bool) {
-		for _, f := range yamlFields(deref(rt)) {
+		rt = deref(rt)
+		if holdsTasks(rt) {
+			for _, b := range config.TaskBlocks() {
+				walk(append(slices.Clone(raw), b.Key), b.Type, nil, b.Key, false)
+			}
+		}
+		if rt.Kind() != reflect.Struct {
+			return
+		}
+		for _, f := range yamlFields(rt) {
 			r := append(slices.Clone(raw), f.name)
 			idx := append(slices.Clone(index), f.index...)
 			tk, tr := task, trig
-			// A TaskSet field directly under defaults or tables[].
-			if len(raw) == 1 && (raw[0] == "defaults" || raw[0] == "tables[]") {
-				if n, ok := taskNames[f.name]; ok {
-					tk = n
-				}
-			}
 			if tk != "" && f.name == "trigger" {
 				tr = true
 			}
-			ft := f.field.Type
-			if isLeaf(ft) {
+			ft := f.typ
+			if deref(ft) != taskSetType && isLeaf(ft) {
 				canon := strings.Join(r, ".")
 				if tk != "" {
 					canon = strings.Join(r[1:], ".")
@@ -287,15 +307,36 @@ func effective(t *testing.T, c *config.Config, k schemaKey) any {
 	}
 	var v reflect.Value
 	if k.trig {
-		v = reflect.ValueOf(r.Triggers[strings.ToLower(k.task)])
+		v = reflect.ValueOf(r.Triggers[k.task])
 	} else {
-		v = reflect.ValueOf(r).FieldByName(k.task)
+		v = resolvedTask(t, r, k.task)
 	}
 	fv := v.FieldByName(k.field)
 	if !fv.IsValid() {
 		t.Fatalf("%s: the resolved %s config has no field %s", k.path, k.task, k.field)
 	}
 	return fv.Interface()
+}
+
+// resolvedTask returns the field of r that holds task's Config: the one of
+// the type its block decodes onto.
+func resolvedTask(t *testing.T, r config.Resolved, task string) reflect.Value {
+	t.Helper()
+	for _, b := range config.TaskBlocks() {
+		if b.Key != task {
+			continue
+		}
+		cfg, _ := b.Type.FieldByName("Config")
+		rv := reflect.ValueOf(r)
+		for i := range rv.NumField() {
+			if rv.Type().Field(i).Type == cfg.Type {
+				return rv.Field(i)
+			}
+		}
+		t.Fatalf("config.Resolved has no field of type %s for task %s", cfg.Type, task)
+	}
+	t.Fatalf("no task block %s", task)
+	return reflect.Value{}
 }
 
 // withKey returns baseConfig with the key at raw set to the YAML text val.
@@ -379,8 +420,8 @@ func TestDocsMentionOnlyRealKeys(t *testing.T) {
 	keys := schema(t)
 	blk := blocks(keys)
 	taskKeys := map[string]bool{}
-	for _, f := range yamlFields(reflect.TypeFor[config.TaskSet]()) {
-		taskKeys[f.name] = true
+	for _, b := range config.TaskBlocks() {
+		taskKeys[b.Key] = true
 	}
 	n := 0
 	for _, f := range docFiles(t) {
@@ -512,7 +553,7 @@ func TestWhereExamples(t *testing.T) {
 					continue // a keyword or an operator, not a filter
 				}
 				n++
-				if _, err := compact.ParseWhere(ex); err != nil {
+				if _, err := rowfilter.Parse(ex); err != nil {
 					t.Errorf("configuration.md:%d: compact.where example %q: %v", tb.rowLine[i], ex, err)
 				}
 			}

@@ -58,7 +58,7 @@ type fakeQueue struct{}
 func (fakeQueue) Enqueue(_ context.Context, r server.Request) (server.Enqueued, error) {
 	tasks := r.Tasks
 	if len(tasks) == 0 {
-		tasks = maintenance.AllTasks
+		tasks = maintenance.TaskNames()
 	}
 	return server.Enqueued{Table: r.Table, Tasks: tasks}, nil
 }
@@ -78,7 +78,7 @@ func exportedMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
 	rec := &recordingRegisterer{reg: prometheus.NewRegistry()}
 	maintenance.NewMetrics(rec, metrics.NewTables(true, 10))
-	if _, err := server.New(server.DefaultConfig(), server.Deps{Queue: fakeQueue{}, Registerer: rec, Gatherer: rec.reg}); err != nil {
+	if _, err := server.New(server.DefaultConfig(), server.Deps{Queue: fakeQueue{}, Tasks: maintenance.TaskNames(), Registerer: rec, Gatherer: rec.reg}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range rec.cs {

@@ -25,9 +25,6 @@ type ExpireReport struct {
 }
 
 func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config, req Request) Outcome {
-	if !cfg.Enabled {
-		return Outcome{Status: StatusSkipped, Reason: expire.ReasonDisabled}
-	}
 	plan, err := expire.PlanTable(ctx, tbl, cfg, r.now())
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan expiration: %w", err)}

@@ -68,7 +68,7 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 	if err != nil {
 		h.Error = err.Error()
 	}
-	for _, task := range AllTasks {
+	for _, task := range TaskNames() {
 		st, err := r.state.Load(ctx, name, task)
 		if err != nil {
 			h.Error = joinWhy(h.Error, err.Error())

@@ -26,9 +26,6 @@ type OrphansReport struct {
 }
 
 func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
-	if !cfg.Enabled {
-		return Outcome{Status: StatusSkipped, Reason: "orphan removal disabled"}
-	}
 	store, err := orphans.NewStore(ctx, tbl, r.props)
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("open storage of %s: %w", tbl.Location(), err)}

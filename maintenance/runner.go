@@ -1,7 +1,7 @@
 // Package maintenance is the per-table reconciler: it finds the managed
 // tables of a catalog, and for each one loads it fresh and runs the due
-// tasks in the fixed order compact -> expire -> orphans: plan, stop there on
-// a dry run, execute, record. It knows nothing of config files or flags; it
+// tasks in the fixed order of Tasks (compact -> expire -> orphans): plan,
+// stop there on a dry run, execute, record. It knows nothing of config files or flags; it
 // gets a policy per table.
 package maintenance
 
@@ -18,23 +18,12 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
-
-// Task names, in the order they run.
-const (
-	TaskCompact = "compact"
-	TaskExpire  = "expire"
-	TaskOrphans = "orphans"
-)
-
-// AllTasks lists the tasks in their fixed order.
-var AllTasks = []string{TaskCompact, TaskExpire, TaskOrphans}
 
 // Outcome statuses, as JSON output and metrics show them.
 const (
@@ -81,7 +70,7 @@ type Runner struct {
 	log      *slog.Logger
 	now      func() time.Time
 	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
-	writeAlloc *offheap.Allocator
+	writeAlloc compact.WriterAllocator
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -105,7 +94,7 @@ type Deps struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 	// WriteAlloc backs compaction's Parquet writers; nil: the Go heap.
-	WriteAlloc *offheap.Allocator
+	WriteAlloc compact.WriterAllocator
 }
 
 func NewRunner(d Deps) *Runner {
@@ -215,7 +204,7 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 	name := strings.Join(ident, ".")
 	tasks := req.Tasks
 	if len(tasks) == 0 {
-		tasks = AllTasks
+		tasks = TaskNames()
 	}
 	var out []Outcome
 	defer func() {
@@ -276,8 +265,8 @@ func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name stri
 	}
 	var out []Outcome
 	changed := false
-	for _, task := range AllTasks {
-		if !slices.Contains(tasks, task) {
+	for _, task := range Tasks() {
+		if !slices.Contains(tasks, task.Name) {
 			continue
 		}
 		start := r.now()
@@ -289,12 +278,12 @@ func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name stri
 			fresh, err := r.cat.LoadTable(ctx, ident)
 			if err != nil {
 				r.log.Warn("re-load after a task; later tasks plan from the earlier metadata",
-					"table", name, "task", task, "err", err)
+					"table", name, "task", task.Name, "err", err)
 			} else {
 				tbl = fresh
 			}
 		}
-		o.Table, o.Task = name, task
+		o.Table, o.Task = name, task.Name
 		o.Seconds = r.now().Sub(start).Seconds()
 		if o.failure != nil {
 			o.Error = o.failure.Error()
@@ -313,27 +302,27 @@ func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name stri
 
 // runTask decides whether one task is due, runs it, and records the result
 // in the trigger state (not on dry runs, not when cancelled).
-func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name, task string, pol Policy, req Request, start time.Time) Outcome {
-	if !pol.enabled(task) {
-		return r.dispatch(ctx, tbl, task, pol, req) // reports "disabled"
+func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name string, task Task, pol Policy, req Request, start time.Time) Outcome {
+	if !task.Enabled(pol) {
+		return Outcome{Status: StatusSkipped, Reason: task.disabled}
 	}
 	if ctx.Err() != nil {
 		// Shutdown or a lost lease: start nothing more.
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("not started: %w", context.Cause(ctx))}
 	}
-	st, err := r.state.Load(ctx, name, task)
+	st, err := r.state.Load(ctx, name, task.Name)
 	if err != nil {
 		if !req.DryRun {
 			return Outcome{Status: StatusFailed, failure: err}
 		}
 		// A plan writes nothing, so it can still show the work.
-		o := r.dispatch(ctx, tbl, task, pol, req)
+		o := task.run(ctx, r, tbl, pol, req)
 		o.Trigger = fmt.Sprintf("trigger state unavailable (%v); planned as if due", err)
 		return o
 	}
 	why := joinWhy(req.Why, "forced")
 	if !req.Force {
-		d, err := r.decide(ctx, tbl, task, pol, st, req.Manual, start)
+		d, err := r.decide(ctx, tbl, task.Name, pol, st, req.Manual, start)
 		if err != nil {
 			return Outcome{Status: StatusFailed, failure: err}
 		}
@@ -347,16 +336,16 @@ func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name, task strin
 		}
 	}
 	mark := trigger.MarkOf(tbl.Metadata()) // writers' commits after this count next time
-	o := r.dispatch(ctx, tbl, task, pol, req)
+	o := task.run(ctx, r, tbl, pol, req)
 	o.Trigger = why
 	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
 	if req.DryRun || o.Status == StatusSkipped || (o.failure != nil && ctx.Err() != nil) {
 		return o
 	}
 	next := trigger.Record(st, mark, start, result(o), o.failure, o.ran)
-	if err := r.state.Save(context.WithoutCancel(ctx), name, task, next); err != nil {
+	if err := r.state.Save(context.WithoutCancel(ctx), name, task.Name, next); err != nil {
 		// The work is done; the next pass may run the task again early.
-		r.log.Warn("save trigger state", "table", name, "task", task, "err", err)
+		r.log.Warn("save trigger state", "table", name, "task", task.Name, "err", err)
 	}
 	return o
 }
@@ -400,21 +389,21 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 	}
 	var due, reasons []string
 	now := r.now()
-	for _, task := range AllTasks {
-		if !pol.enabled(task) {
+	for _, task := range Tasks() {
+		if !task.Enabled(pol) {
 			continue
 		}
-		st, err := r.state.Load(ctx, name, task)
+		st, err := r.state.Load(ctx, name, task.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := r.decide(ctx, tbl, task, pol, st, false, now)
+		d, err := r.decide(ctx, tbl, task.Name, pol, st, false, now)
 		if err != nil {
 			return nil, nil, err
 		}
 		if d.Due {
-			due = append(due, task)
-			reasons = append(reasons, task+" "+d.Reason)
+			due = append(due, task.Name)
+			reasons = append(reasons, task.Name+" "+d.Reason)
 		}
 	}
 	return due, reasons, nil
@@ -430,30 +419,6 @@ func joinWhy(a, b string) string {
 	return a + "; " + b
 }
 
-func (p Policy) enabled(task string) bool {
-	switch task {
-	case TaskCompact:
-		return p.Compact.Enabled
-	case TaskExpire:
-		return p.Expire.Enabled
-	case TaskOrphans:
-		return p.Orphans.Enabled
-	}
-	return false
-}
-
-func (r *Runner) dispatch(ctx context.Context, tbl *table.Table, task string, pol Policy, req Request) Outcome {
-	switch task {
-	case TaskCompact:
-		return r.compact(ctx, tbl, pol.Compact, req)
-	case TaskExpire:
-		return r.expire(ctx, tbl, pol.Expire, req)
-	case TaskOrphans:
-		return r.orphans(ctx, tbl, pol.Orphans, req)
-	}
-	return Outcome{Status: StatusFailed, failure: fmt.Errorf("unknown task %q", task)}
-}
-
 // failAll fails every task of a table that could not be worked on; the
 // other tables go on.
 func failAll(name string, tasks []string, err error) []Outcome {
@@ -462,74 +427,6 @@ func failAll(name string, tasks []string, err error) []Outcome {
 		out = append(out, Outcome{Table: name, Task: t, Status: StatusFailed, Error: err.Error(), failure: err})
 	}
 	return out
-}
-
-// CompactReport carries the figures of a compaction plan and run.
-type CompactReport struct {
-	SnapshotID         int64                       `json:"snapshot_id,omitempty"`
-	TargetFileSize     int64                       `json:"target_file_size"`
-	TargetSource       string                      `json:"target_source"`
-	Groups             []compact.Group             `json:"groups,omitempty"`
-	Partitions         []compact.PartitionDecision `json:"partitions,omitempty"`
-	DeadDeletes        []string                    `json:"dead_delete_files,omitempty"`
-	FilesIn            int                         `json:"files_in"`
-	BytesIn            int64                       `json:"bytes_in"`
-	EstFilesOut        int                         `json:"estimated_files_out"`
-	FilesOut           int                         `json:"files_out"`
-	BytesOut           int64                       `json:"bytes_out"`
-	RowsRead           int64                       `json:"rows_read"`
-	RowsWritten        int64                       `json:"rows_written"`
-	DeleteFilesDropped int                         `json:"delete_files_dropped"`
-	Commits            []int64                     `json:"commits,omitempty"`
-	CommitRetries      int                         `json:"commit_retries"`
-	GroupsFailed       []string                    `json:"groups_failed,omitempty"`
-}
-
-func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Config, req Request) Outcome {
-	if !cfg.Enabled {
-		return Outcome{Status: StatusSkipped, Reason: compact.ReasonDisabled}
-	}
-	plan, err := compact.PlanTable(ctx, tbl, cfg, r.now())
-	if err != nil {
-		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan compaction: %w", err)}
-	}
-	rep := &CompactReport{
-		SnapshotID: plan.SnapshotID, TargetFileSize: plan.TargetFileSize, TargetSource: plan.TargetSource,
-		Groups: plan.Groups, Partitions: plan.Partitions,
-		FilesIn: plan.InputFiles(), BytesIn: plan.InputBytes(), EstFilesOut: plan.EstOutputFiles(),
-	}
-	for _, d := range plan.DeadDeletes {
-		rep.DeadDeletes = append(rep.DeadDeletes, d.FilePath())
-	}
-	if plan.SnapshotID == 0 {
-		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNoSnapshot, Compact: rep}
-	}
-	if req.DryRun {
-		reason := fmt.Sprintf("would rewrite %d files (%s) in %d groups into about %d files",
-			rep.FilesIn, HumanBytes(rep.BytesIn), len(plan.Groups), rep.EstFilesOut)
-		if plan.Empty() {
-			reason = compact.ReasonNothingToWrite
-		}
-		return Outcome{Status: StatusPlanned, Reason: reason, Compact: rep}
-	}
-	if plan.Empty() {
-		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNothingToWrite, Compact: rep}
-	}
-	res, err := compact.Execute(ctx, r.cat, tbl, plan, cfg, compact.Options{Logger: r.log, Allocator: r.writeAlloc})
-	rep.FilesIn, rep.BytesIn = res.FilesRewritten, res.BytesRewritten
-	rep.FilesOut, rep.BytesOut = res.FilesWritten, res.BytesWritten
-	rep.RowsRead, rep.RowsWritten = res.RowsRead, res.RowsWritten
-	rep.DeleteFilesDropped, rep.Commits, rep.CommitRetries = res.DeleteFilesDropped, res.Commits, res.CommitRetries
-	for _, f := range res.GroupsFailed {
-		rep.GroupsFailed = append(rep.GroupsFailed, fmt.Sprintf("%s: %v", f.Partition, f.Err))
-	}
-	if err != nil {
-		return Outcome{Status: StatusFailed, failure: err, Compact: rep,
-			Reason: fmt.Sprintf("%d groups committed, %d failed", res.GroupsCommitted, len(res.GroupsFailed))}
-	}
-	return Outcome{Status: StatusSucceeded, Compact: rep,
-		Reason: fmt.Sprintf("rewrote %d files (%s) into %d files (%s)", res.FilesRewritten,
-			HumanBytes(res.BytesRewritten), res.FilesWritten, HumanBytes(res.BytesWritten))}
 }
 
 // HumanBytes renders a byte count with binary units.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
@@ -121,7 +122,7 @@ func TestTriggerCountsWritersCommitsOnly(t *testing.T) {
 	if got := counter(t, r.metrics.healthCompact.WithLabelValues(tableName)); got != 0 {
 		t.Errorf("table_compactable_files after compaction = %v; want 0", got)
 	}
-	if op := e.current(t).Summary.Properties[compact.SummaryOperation]; op != "compact" {
+	if op := e.current(t).Summary.Properties[tableprops.SummaryOperation]; op != "compact" {
 		t.Fatalf("current snapshot is not the compaction's: %v", e.current(t).Summary)
 	}
 
@@ -269,7 +270,7 @@ type lossAfterCompaction struct {
 
 func (c *lossAfterCompaction) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
 	tbl, err := c.Catalog.LoadTable(context.WithoutCancel(ctx), ident)
-	if err != nil || tbl.CurrentSnapshot() == nil || tbl.CurrentSnapshot().Summary.Properties[compact.SummaryOperation] != "compact" {
+	if err != nil || tbl.CurrentSnapshot() == nil || tbl.CurrentSnapshot().Summary.Properties[tableprops.SummaryOperation] != "compact" {
 		return tbl, err
 	}
 	if !c.locker.armed.Swap(true) {

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,7 +14,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
-	"github.com/iceberg-maintainer/maintainer/server"
 )
 
 // SchedulerConfig drives the loop of `maintainer serve`.
@@ -54,14 +54,68 @@ func (c SchedulerConfig) Validate() error {
 	return v.Err()
 }
 
+// TableRunner is what the scheduler drives; *Runner implements it.
+type TableRunner interface {
+	// Tables lists the managed tables, sorted.
+	Tables(ctx context.Context) ([]table.Identifier, error)
+	// DueTasks loads a table and returns its due tasks in run order with
+	// the reasons, taking no lease; with measure it also re-measures the
+	// table's health gauges from the table it loaded.
+	DueTasks(ctx context.Context, ident table.Identifier, measure bool) (due, reasons []string, err error)
+	// RunTable runs the requested tasks on one table under its lease.
+	RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome
+}
+
+var _ TableRunner = (*Runner)(nil)
+
+// SchedulerDeps are the scheduler's collaborators; Runner is required.
+type SchedulerDeps struct {
+	Runner TableRunner
+	// Metrics takes the queue, poll and trigger metrics; nil records
+	// nothing, and then polls do not measure health either (nobody would
+	// see the gauges).
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Sentinels of Enqueue; callers classify with errors.Is.
+var (
+	ErrUnknownTable = errors.New("unknown table")
+	ErrUnknownTask  = errors.New("unknown task")
+	ErrStopping     = errors.New("shutting down")
+)
+
+// TableRequest asks for maintenance of one table, from the HTTP API or an
+// alert.
+type TableRequest struct {
+	Table  string   // dotted, as Tables lists it
+	Tasks  []string // empty = all tasks
+	Reason string   // empty = "requested over <Source>"
+	// Force skips the trigger thresholds and the rate limit; without it
+	// the run is manual (thresholds skipped, rate limit kept).
+	Force  bool
+	Source string // e.g. "http", "alertmanager": the source of the trigger metric
+}
+
+// Enqueued is the scheduler's answer to a TableRequest.
+type Enqueued struct {
+	Table string
+	Tasks []string // all that is now queued for the table, in run order
+	// Duplicate: the request was merged into one already queued for the
+	// table, so no extra run will happen.
+	Duplicate bool
+}
+
 // Scheduler is the loop of `serve`: it polls the selected tables, queues
 // those with due tasks (and those asked for over HTTP), and runs up to
-// MaxConcurrentTables of them at a time, each under its lease. It
-// implements server.Queue.
+// MaxConcurrentTables of them at a time, each under its lease.
 type Scheduler struct {
-	r   *Runner
-	cfg SchedulerConfig
-	log *slog.Logger
+	r       TableRunner
+	cfg     SchedulerConfig
+	log     *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
 
 	wake chan struct{} // a queue change or shutdown
 
@@ -110,15 +164,21 @@ type RecentRun struct {
 	Seconds  float64   `json:"duration_seconds"`
 }
 
-// NewScheduler returns a scheduler over r's tables.
-func NewScheduler(r *Runner, cfg SchedulerConfig, log *slog.Logger) (*Scheduler, error) {
+// NewScheduler returns a scheduler over the tables of d.Runner.
+func NewScheduler(cfg SchedulerConfig, d SchedulerDeps) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if d.Runner == nil {
+		return nil, errors.New("scheduler: SchedulerDeps.Runner is required")
 	}
-	return &Scheduler{r: r, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Scheduler{r: d.Runner, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
 		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}}, nil
 }
 
@@ -169,7 +229,7 @@ loop:
 		cancelWork(fmt.Errorf("shutdown grace period of %s over", s.cfg.ShutdownGrace))
 		<-done
 	}
-	s.r.metrics.queue(0, 0)
+	s.metrics.queue(0, 0)
 	return nil
 }
 
@@ -189,26 +249,26 @@ func (s *Scheduler) notify() {
 // re-measures stale health gauges. A catalog error keeps the last list.
 func (s *Scheduler) poll(ctx context.Context) {
 	idents, err := s.r.Tables(ctx)
-	now := s.r.now()
+	now := s.now()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		s.r.metrics.poll(false)
+		s.metrics.poll(false)
 		s.log.Error("poll: list tables", "err", err)
 		s.mu.Lock()
 		s.lastPoll, s.lastPollErr = now, err.Error()
 		s.mu.Unlock()
 		return
 	}
-	s.r.metrics.poll(true)
+	s.metrics.poll(true)
 	names := make([]string, len(idents))
 	known := make(map[string]table.Identifier, len(idents))
 	for i, id := range idents {
 		names[i] = strings.Join(id, ".")
 		known[names[i]] = id
 	}
-	s.r.metrics.managedTables(names)
+	s.metrics.managedTables(names)
 	s.mu.Lock()
 	s.known, s.lastPoll, s.lastPollErr = known, now, ""
 	for name := range s.healthAt {
@@ -227,7 +287,7 @@ func (s *Scheduler) poll(ctx context.Context) {
 			continue
 		}
 		// The health gauges are re-measured from the table loaded here.
-		measure := s.r.metrics != nil && s.healthStale(name, now)
+		measure := s.metrics != nil && s.healthStale(name, now)
 		due, reasons, err := s.r.DueTasks(ctx, ident, measure)
 		if err != nil {
 			s.log.Warn("poll: decide due tasks", "table", name, "err", err)
@@ -238,7 +298,7 @@ func (s *Scheduler) poll(ctx context.Context) {
 			if _, dup := s.add(name, ident, due, strings.Join(reasons, "; "), "poll", false, false); dup {
 				res = "duplicate"
 			}
-			s.r.metrics.trigger("poll", res)
+			s.metrics.trigger("poll", res)
 			s.log.Info("queued", "table", name, "tasks", strings.Join(due, ","), "reason", strings.Join(reasons, "; "))
 		}
 	}
@@ -281,23 +341,24 @@ func (s *Scheduler) add(name string, ident table.Identifier, tasks []string, rea
 		return e, true
 	}
 	e := &QueuedTable{Table: name, ident: ident, Tasks: mergeTasks(nil, tasks), Sources: []string{source},
-		Force: force, Manual: manual, QueuedAt: s.r.now()}
+		Force: force, Manual: manual, QueuedAt: s.now()}
 	if reason != "" {
 		e.Reasons = []string{reason}
 	}
 	s.queue = append(s.queue, e)
-	s.r.metrics.queue(len(s.queue), len(s.running))
+	s.metrics.queue(len(s.queue), len(s.running))
 	s.notify()
 	return e, false
 }
 
 // mergeTasks unions task lists in run order; an empty list means all tasks.
 func mergeTasks(a, b []string) []string {
+	all := TaskNames()
 	if len(b) == 0 {
-		b = AllTasks
+		b = all
 	}
 	var out []string
-	for _, t := range AllTasks {
+	for _, t := range all {
 		if slices.Contains(a, t) || slices.Contains(b, t) {
 			out = append(out, t)
 		}
@@ -319,9 +380,9 @@ func (s *Scheduler) next(ctx context.Context) *QueuedTable {
 				continue
 			}
 			s.queue = slices.Delete(s.queue, i, i+1)
-			e.Started = s.r.now()
+			e.Started = s.now()
 			s.running[e.Table] = e
-			s.r.metrics.queue(len(s.queue), len(s.running))
+			s.metrics.queue(len(s.queue), len(s.running))
 			more := len(s.queue) > 0
 			s.mu.Unlock()
 			if more {
@@ -349,7 +410,7 @@ func (s *Scheduler) worker(ctx, workCtx context.Context) {
 		log := s.log.With("table", e.Table)
 		log.Info("maintaining", "tasks", strings.Join(e.Tasks, ","), "reason", why)
 		outs := s.r.RunTable(workCtx, e.ident, Request{Tasks: e.Tasks, Force: e.Force, Manual: e.Manual, Why: why})
-		now := s.r.now()
+		now := s.now()
 		for _, o := range outs {
 			attrs := []any{"task", o.Task, "status", o.Status, "reason", o.Reason, "seconds", o.Seconds}
 			switch {
@@ -371,7 +432,7 @@ func (s *Scheduler) worker(ctx, workCtx context.Context) {
 			s.recent = slices.Delete(s.recent, 0, over)
 		}
 		s.healthAt[e.Table] = now // a run that changed the table measured it
-		s.r.metrics.queue(len(s.queue), len(s.running))
+		s.metrics.queue(len(s.queue), len(s.running))
 		s.mu.Unlock()
 		if (e.Manual || e.Force) && allBusy(outs) && e.BusyRetries < maxBusyRetries {
 			retry := *e
@@ -404,11 +465,12 @@ func (s *Scheduler) requeueBusy(e *QueuedTable) {
 	s.mu.Unlock()
 }
 
-// Enqueue queues a request from the HTTP API or an alert (server.Queue).
-func (s *Scheduler) Enqueue(_ context.Context, req server.Request) (server.Enqueued, error) {
+// Enqueue queues a request from the HTTP API or an alert. Errors wrap
+// ErrUnknownTask, ErrUnknownTable or ErrStopping.
+func (s *Scheduler) Enqueue(_ context.Context, req TableRequest) (Enqueued, error) {
 	for _, t := range req.Tasks {
-		if !slices.Contains(AllTasks, t) {
-			return server.Enqueued{}, fmt.Errorf("%w %q (want one of %s)", server.ErrUnknownTask, t, strings.Join(AllTasks, ", "))
+		if _, ok := LookupTask(t); !ok {
+			return Enqueued{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownTask, t, strings.Join(TaskNames(), ", "))
 		}
 	}
 	s.mu.Lock()
@@ -416,10 +478,10 @@ func (s *Scheduler) Enqueue(_ context.Context, req server.Request) (server.Enque
 	stopping, n := s.stopping, len(s.known)
 	s.mu.Unlock()
 	if stopping {
-		return server.Enqueued{}, server.ErrStopping
+		return Enqueued{}, ErrStopping
 	}
 	if !ok {
-		return server.Enqueued{}, fmt.Errorf("%w %q: not one of the %d managed tables of the last poll", server.ErrUnknownTable, req.Table, n)
+		return Enqueued{}, fmt.Errorf("%w %q: not one of the %d managed tables of the last poll", ErrUnknownTable, req.Table, n)
 	}
 	reason := req.Reason
 	if reason == "" {
@@ -429,7 +491,7 @@ func (s *Scheduler) Enqueue(_ context.Context, req server.Request) (server.Enque
 	s.mu.Lock()
 	tasks := slices.Clone(e.Tasks)
 	s.mu.Unlock()
-	return server.Enqueued{Table: req.Table, Tasks: tasks, Duplicate: dup}, nil
+	return Enqueued{Table: req.Table, Tasks: tasks, Duplicate: dup}, nil
 }
 
 // Stopping reports whether shutdown began (no new work is taken).
@@ -439,7 +501,7 @@ func (s *Scheduler) Stopping() bool {
 	return s.stopping
 }
 
-// Known reports whether table is managed (server.Queue).
+// Known reports whether table is one of the managed tables of the last poll.
 func (s *Scheduler) Known(table string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -447,7 +509,7 @@ func (s *Scheduler) Known(table string) bool {
 	return ok
 }
 
-// Status is the document of GET /v1/status (server.Queue).
+// Status is the scheduler's state, the document of GET /v1/status.
 type Status struct {
 	Tables      int           `json:"tables"`
 	LastPoll    time.Time     `json:"last_poll,omitzero"`
@@ -458,7 +520,9 @@ type Status struct {
 	Recent      []RecentRun   `json:"recent"`
 }
 
-func (s *Scheduler) Status() any {
+// Status returns a copy of the queue, the running tables and the recent
+// outcomes.
+func (s *Scheduler) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{Tables: len(s.known), LastPoll: s.lastPoll, LastPollErr: s.lastPollErr, Stopping: s.stopping,

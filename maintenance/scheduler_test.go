@@ -11,14 +11,13 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
-	"github.com/iceberg-maintainer/maintainer/server"
 )
 
 func newScheduler(t *testing.T, r *Runner, grace time.Duration) *Scheduler {
 	t.Helper()
 	cfg := DefaultSchedulerConfig()
 	cfg.PollInterval, cfg.ShutdownGrace = time.Hour, grace
-	s, err := NewScheduler(r, cfg, nil)
+	s, err := NewScheduler(cfg, SchedulerDeps{Runner: r, Metrics: r.metrics, Now: r.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,29 +34,29 @@ func TestSchedulerQueue(t *testing.T) {
 	s := newScheduler(t, e.runner(t, memlock.New(), nil), time.Second)
 	ctx := t.Context()
 
-	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Source: "http"}); !errors.Is(err, server.ErrUnknownTable) {
+	if _, err := s.Enqueue(ctx, TableRequest{Table: tableName, Source: "http"}); !errors.Is(err, ErrUnknownTable) {
 		t.Fatalf("before the first poll: %v; want ErrUnknownTable", err)
 	}
 	s.poll(ctx)
 	// The poll measured the table's health from the table it loaded.
-	if got := counter(t, s.r.metrics.healthFiles.WithLabelValues(tableName)); got != 3 {
+	if got := counter(t, s.metrics.healthFiles.WithLabelValues(tableName)); got != 3 {
 		t.Errorf("table_data_files after the first poll = %v; want 3", got)
 	}
-	st := s.Status().(Status)
+	st := s.Status()
 	if st.Tables != 1 || len(st.Queue) != 1 || !slices.Equal(st.Queue[0].Tasks, []string{TaskExpire}) {
 		t.Fatalf("after the poll: %+v; want expire queued (compact is not due)", st)
 	}
-	q, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
+	q, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
 	if err != nil || !q.Duplicate || !slices.Equal(q.Tasks, []string{TaskCompact, TaskExpire}) {
 		t.Fatalf("merge: %+v, %v", q, err)
 	}
-	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{"vacuum"}}); !errors.Is(err, server.ErrUnknownTask) {
+	if _, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{"vacuum"}}); !errors.Is(err, ErrUnknownTask) {
 		t.Errorf("unknown task: %v", err)
 	}
-	if _, err := s.Enqueue(ctx, server.Request{Table: "demo.nope"}); !errors.Is(err, server.ErrUnknownTable) {
+	if _, err := s.Enqueue(ctx, TableRequest{Table: "demo.nope"}); !errors.Is(err, ErrUnknownTable) {
 		t.Errorf("unknown table: %v", err)
 	}
-	st = s.Status().(Status)
+	st = s.Status()
 	if len(st.Queue) != 1 || !st.Queue[0].Manual || !slices.Contains(st.Queue[0].Sources, "alertmanager") {
 		t.Errorf("queue after merge: %+v", st.Queue)
 	}
@@ -66,7 +65,7 @@ func TestSchedulerQueue(t *testing.T) {
 	}
 }
 
-func (e *env) runnerMetrics(s *Scheduler) *Metrics { return s.r.metrics }
+func (e *env) runnerMetrics(s *Scheduler) *Metrics { return s.metrics }
 
 // blockingLoads holds the runner's table loads until their context ends,
 // as a task that outlives the shutdown grace would.
@@ -94,7 +93,7 @@ func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
 	r := e.runner(t, locker, nil)
 	s := newScheduler(t, r, 200*time.Millisecond)
 	s.poll(t.Context()) // learns the table (and queues compaction: never run)
-	if len(s.Status().(Status).Queue) != 1 {
+	if len(s.Status().Queue) != 1 {
 		t.Fatalf("nothing queued: %+v", s.Status())
 	}
 	r.cat = blocking
@@ -119,7 +118,7 @@ func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
 	if !s.Stopping() {
 		t.Error("Stopping() = false after shutdown")
 	}
-	if _, err := s.Enqueue(t.Context(), server.Request{Table: tableName}); !errors.Is(err, server.ErrStopping) {
+	if _, err := s.Enqueue(t.Context(), TableRequest{Table: tableName}); !errors.Is(err, ErrStopping) {
 		t.Errorf("Enqueue after shutdown: %v; want ErrStopping", err)
 	}
 	h, err := locker.TryLock(t.Context(), r.lockKey(tableName), time.Minute)
@@ -127,7 +126,7 @@ func TestSchedulerShutdownCancelsAfterGrace(t *testing.T) {
 		t.Fatalf("the lease was not released: %v", err)
 	}
 	_ = h.Release(t.Context())
-	recent := s.Status().(Status).Recent
+	recent := s.Status().Recent
 	if len(recent) == 0 || recent[0].Status != StatusFailed {
 		t.Fatalf("recent runs: %+v", recent)
 	}
@@ -145,7 +144,7 @@ func TestSchedulerRetriesBusyRequest(t *testing.T) {
 	r := e.runner(t, locker, nil)
 	cfg := DefaultSchedulerConfig()
 	cfg.PollInterval = 100 * time.Millisecond
-	s, err := NewScheduler(r, cfg, nil)
+	s, err := NewScheduler(cfg, SchedulerDeps{Runner: r, Metrics: r.metrics, Now: r.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +160,7 @@ func TestSchedulerRetriesBusyRequest(t *testing.T) {
 	waitUntil := func(what string, ok func(Status) bool) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
-		for !ok(s.Status().(Status)) {
+		for !ok(s.Status()) {
 			if time.Now().After(deadline) {
 				t.Fatalf("gave up waiting for %s: %+v", what, s.Status())
 			}
@@ -169,7 +168,7 @@ func TestSchedulerRetriesBusyRequest(t *testing.T) {
 		}
 	}
 	waitUntil("the first poll", func(st Status) bool { return st.Tables == 1 })
-	if _, err := s.Enqueue(ctx, server.Request{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"}); err != nil {
+	if _, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil("a busy outcome", func(st Status) bool {

@@ -29,7 +29,6 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 	"github.com/iceberg-maintainer/maintainer/metrics"
-	"github.com/iceberg-maintainer/maintainer/server"
 )
 
 // soakSample is one memory sample of BenchmarkServeSoak, taken after a GC.
@@ -151,7 +150,7 @@ func BenchmarkServeSoak(b *testing.B) {
 	})
 	sc := DefaultSchedulerConfig()
 	sc.PollInterval, sc.MaxConcurrentTables, sc.HealthInterval = 50*time.Millisecond, 2, 5*time.Second
-	sched, err := NewScheduler(r, sc, log)
+	sched, err := NewScheduler(sc, SchedulerDeps{Runner: r, Metrics: r.metrics, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,7 +207,7 @@ func BenchmarkServeSoak(b *testing.B) {
 		c := commits.Add(1)
 		if manualEvery > 0 && c%int64(manualEvery) == 0 {
 			j := (i + nTables/2) % nTables
-			res, err := sched.Enqueue(writeCtx, server.Request{Table: names[j], Tasks: []string{TaskCompact, TaskExpire},
+			res, err := sched.Enqueue(writeCtx, TableRequest{Table: names[j], Tasks: []string{TaskCompact, TaskExpire},
 				Reason: "soak manual request", Source: "http"})
 			switch {
 			case err == nil:
@@ -216,7 +215,7 @@ func BenchmarkServeSoak(b *testing.B) {
 				if res.Duplicate {
 					manualDup.Add(1)
 				}
-			case errors.Is(err, server.ErrUnknownTable), errors.Is(err, server.ErrStopping):
+			case errors.Is(err, ErrUnknownTable), errors.Is(err, ErrStopping):
 			default:
 				setWriteErr(fmt.Errorf("enqueue %s: %w", names[j], err))
 			}
@@ -244,7 +243,7 @@ func BenchmarkServeSoak(b *testing.B) {
 	sample := func() soakSample {
 		t0 := time.Now()
 		for idle, deadline := 0, time.Now().Add(2*time.Minute); idle < 4; {
-			st := sched.Status().(Status)
+			st := sched.Status()
 			if len(st.Queue) == 0 && len(st.Running) == 0 {
 				idle++
 			} else {
@@ -359,7 +358,7 @@ func BenchmarkServeSoak(b *testing.B) {
 		b.Fatal("Run did not return within 2 minutes of cancellation")
 	}
 	res := soakRuns(b, reg)
-	st := sched.Status().(Status)
+	st := sched.Status()
 	if len(st.Running) != 0 || len(st.Queue) != 0 || !st.Stopping {
 		b.Errorf("status after Run returned: %d running, %d queued, stopping=%v", len(st.Running), len(st.Queue), st.Stopping)
 	}

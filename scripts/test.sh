@@ -11,17 +11,19 @@
 # what `go vet` checks. Give flag values with `=` when they look like a path
 # (-coverprofile=./c.out).
 #
-# On a fresh Debian machine (as root, with Go, node and npm) it installs what
-# the tests need: redis-server, promtool and amtool (apt: redis-server,
-# prometheus, prometheus-alertmanager) when they are not on PATH, and the Node
-# dependencies of the independent table verifier (npm ci into .cache/verify,
-# because shared/ is read-only). It starts a throw-away redis-server on a free
-# loopback port and stops it on exit.
+# On a fresh Debian machine (as root, with Go) it installs what the tests need:
+# redis-server, promtool and amtool (apt: redis-server, prometheus,
+# prometheus-alertmanager) when they are not on PATH, and the PostgreSQL server
+# (apt: postgresql) when /usr/lib/postgresql/*/bin has none. The fixture tables
+# and their independent verifier are in the repository (testdata/fixtures,
+# internal/testenv). It starts a throw-away redis-server and a throw-away
+# PostgreSQL cluster (in a temporary folder) on free loopback ports, and stops
+# both and removes the cluster on exit.
 #
 # Exported for the tests:
 #   MAINTAINER_TEST_REDIS_ADDR  127.0.0.1:PORT of that redis-server
-#   MAINTAINER_SHARED_DIR       the shared folder (fixtures, tools)
-#   MAINTAINER_VERIFY_DIR       verify.mjs with its node_modules
+#   MAINTAINER_TEST_POSTGRES_DSN  postgres://USER:PASSWORD@127.0.0.1:PORT/DB of
+#                               that cluster (a superuser: tests create databases)
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,16 +32,7 @@ cd "$repo_root"
 log() { printf 'test.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-# --- shared folder: $MAINTAINER_SHARED_DIR, else the repo's sibling "shared"
-# (the same rule as internal/testenv.SharedDir).
-shared_dir=${MAINTAINER_SHARED_DIR:-$(dirname "$repo_root")/shared}
-[ -f "$shared_dir/fixtures/expected.json" ] && [ -f "$shared_dir/tools/verify/verify.mjs" ] ||
-  die "shared folder not found at $shared_dir (expected fixtures/ and tools/ there); set MAINTAINER_SHARED_DIR"
-shared_dir=$(cd "$shared_dir" && pwd)
-
 command -v go >/dev/null || die "go is not on PATH"
-command -v node >/dev/null || die "node is not on PATH (the table verifier needs Node.js 18 or later)"
-command -v npm >/dev/null || die "npm is not on PATH"
 
 # --- Debian packages, installed only when their command is missing:
 # redis-server (lock tests), promtool and amtool (alert rules and the
@@ -48,6 +41,8 @@ missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v amtool >/dev/null || missing+=(prometheus-alertmanager)
+# PostgreSQL (SQL-catalog tests): Debian keeps its server binaries off PATH.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} (apt-get)"
   sudo=()
@@ -72,23 +67,6 @@ fi
 # The tests of deploy/ skip without these tools on a developer's machine;
 # here they were installed, so a missing one is a failure.
 export MAINTAINER_REQUIRE_TOOLS=1
-
-# --- Node dependencies of the verifier: shared/ is read-only, so verify.mjs
-# and its lock file are copied into .cache/verify and installed there.
-verify_src=$shared_dir/tools/verify
-verify_dir=${MAINTAINER_VERIFY_DIR:-$repo_root/.cache/verify}
-mkdir -p "$verify_dir"
-for f in verify.mjs package.json package-lock.json; do
-  cmp -s "$verify_src/$f" "$verify_dir/$f" || cp "$verify_src/$f" "$verify_dir/$f"
-  chmod u+w "$verify_dir/$f"
-done
-stamp=$verify_dir/node_modules/.maintainer-installed
-if [ ! -f "$stamp" ] || ! cmp -s "$verify_dir/package-lock.json" "$stamp"; then
-  log "installing the verifier's Node dependencies (npm ci in $verify_dir)"
-  (cd "$verify_dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  cp "$verify_dir/package-lock.json" "$stamp"
-fi
-verify_dir=$(cd "$verify_dir" && pwd)
 
 # --- a private redis-server on a free loopback port.
 redis_pid=
@@ -131,9 +109,68 @@ done
 [ -n "$redis_port" ] || { cat "$redis_log" >&2; die "could not start redis-server"; }
 
 export MAINTAINER_TEST_REDIS_ADDR=127.0.0.1:$redis_port
-export MAINTAINER_SHARED_DIR=$shared_dir
-export MAINTAINER_VERIFY_DIR=$verify_dir
-log "redis-server on $MAINTAINER_TEST_REDIS_ADDR (pid $redis_pid); shared: $MAINTAINER_SHARED_DIR"
+log "redis-server on $MAINTAINER_TEST_REDIS_ADDR (pid $redis_pid)"
+
+# --- PostgreSQL: a throw-away cluster on a free loopback port, for the SQL
+# catalog on PostgreSQL. postgres refuses to run as root, so as root the
+# cluster belongs to the postgres user that Debian's package creates.
+pg_bin=$(dirname "$(printf '%s\n' /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")
+[ -x "$pg_bin/initdb" ] || die "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (apt-get install postgresql)"
+pg_as=()
+if [ "$(id -u)" = 0 ]; then
+  id postgres >/dev/null 2>&1 || die "running as root, but there is no postgres user to run the PostgreSQL server as"
+  pg_as=(runuser -u postgres --)
+fi
+pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/maintainer-pg.XXXXXX")
+pg_data=$pg_dir/data
+# pg runs one of the PostgreSQL tools as the cluster's owner, from a folder
+# that user may enter.
+pg() {
+  local tool=$1
+  shift
+  (cd "$pg_dir" && "${pg_as[@]}" "$pg_bin/$tool" "$@")
+}
+pg_cleanup() {
+  if [ -f "$pg_data/postmaster.pid" ]; then
+    pg pg_ctl stop -D "$pg_data" -m immediate -w -t 30 -s >/dev/null 2>&1 ||
+      kill -KILL "$(head -n 1 "$pg_data/postmaster.pid")" 2>/dev/null || true
+  fi
+  rm -rf "$pg_dir"
+}
+trap 'pg_cleanup; cleanup' EXIT
+
+pg_password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s\n' "$pg_password" >"$pg_dir/password"
+if [ ${#pg_as[@]} -gt 0 ]; then chown -R postgres: "$pg_dir"; fi
+# Passwords over TCP (the tests' DSN carries one); trust on the socket, which
+# lives in pg_dir (mode 0700).
+pg initdb -D "$pg_data" -U maintainer --pwfile="$pg_dir/password" --auth-host=scram-sha-256 \
+  --auth-local=trust --no-locale -E UTF8 --no-sync >"$pg_dir/initdb.log" 2>&1 ||
+  { cat "$pg_dir/initdb.log" >&2; die "initdb of a PostgreSQL cluster in $pg_data failed"; }
+
+# Durability is pointless in a cluster deleted on exit: no fsync. The e2e
+# tests run several maintainers at once, each with its own connections.
+pg_port=
+for _ in $(seq 1 20); do
+  port=$((20000 + RANDOM % 40000))
+  port_in_use "$port" && continue
+  if pg pg_ctl start -D "$pg_data" -l "$pg_dir/postgres.log" -w -t 60 -s -o "-c listen_addresses=127.0.0.1 -p $port \
+      -k '$pg_dir' -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null 2>&1; then
+    for _ in $(seq 1 200); do
+      if pg pg_isready -q -h 127.0.0.1 -p "$port"; then pg_port=$port; break; fi
+      sleep 0.05
+    done
+    [ -n "$pg_port" ] && break
+  fi
+  # Lost the port to another process (or never ready): stop whatever started.
+  pg pg_ctl stop -D "$pg_data" -m immediate -w -t 30 -s >/dev/null 2>&1 || true
+done
+[ -n "$pg_port" ] || { cat "$pg_dir/postgres.log" >&2 || true; die "could not start PostgreSQL (logs above)"; }
+pg createdb -h "$pg_dir" -p "$pg_port" -U maintainer maintainer ||
+  die "could not create the database maintainer on the PostgreSQL at 127.0.0.1:$pg_port"
+
+export MAINTAINER_TEST_POSTGRES_DSN="postgres://maintainer:$pg_password@127.0.0.1:$pg_port/maintainer?sslmode=disable"
+log "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port (data in $pg_data)"
 
 # --- packages vs go test flags.
 module=$(go list -m)

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -184,7 +185,7 @@ func (s *Server) handleAlertmanager(w http.ResponseWriter, r *http.Request) {
 	for i, tw := range work {
 		req := Request{Table: tw.table, Reason: joinReasons(tw.reasons), Source: SourceAlertmanager}
 		if !tw.all {
-			for _, t := range taskOrder {
+			for _, t := range s.tasks {
 				if tw.tasks[t] {
 					req.Tasks = append(req.Tasks, t)
 				}
@@ -237,9 +238,9 @@ func (s *Server) alertTarget(a amAlert) (table, task, problem string) {
 	var problems []string
 	if s.cfg.AlertTaskLabel != "" {
 		task = strings.TrimSpace(a.Labels[s.cfg.AlertTaskLabel])
-		if task != "" && !isTask(task) {
+		if task != "" && !slices.Contains(s.tasks, task) {
 			problems = append(problems, fmt.Sprintf("label %s=%q is not a task; must be one of %s",
-				s.cfg.AlertTaskLabel, task, strings.Join(taskOrder, ", ")))
+				s.cfg.AlertTaskLabel, task, strings.Join(s.tasks, ", ")))
 		}
 	}
 	if !s.queue.Known(table) {

@@ -129,7 +129,7 @@ func TestAlertmanagerNotification(t *testing.T) {
 		}
 	}
 	resp := decode[triggerResponse](t, w)
-	if len(resp.Queued) != 2 || resp.Queued[0].Table != "sales.orders" || !slices.Equal(resp.Queued[1].Tasks, taskOrder) {
+	if len(resp.Queued) != 2 || resp.Queued[0].Table != "sales.orders" || !slices.Equal(resp.Queued[1].Tasks, testTasks) {
 		t.Errorf("response = %+v", resp)
 	}
 	if !strings.Contains(resp.Note, "1 resolved") {

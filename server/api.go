@@ -2,7 +2,8 @@
 // Alertmanager webhook receiver, status, health, readiness and /metrics.
 //
 // It only enqueues work. Maintenance runs in the scheduler (package
-// maintenance), which implements Queue; keeping the HTTP layer free of
+// maintenance, a layer above this one), which the binary adapts to Queue and
+// whose task names it passes in Deps.Tasks. Keeping the HTTP layer free of
 // catalog, lock and table code keeps a slow or hostile client from holding a
 // lease or a table open, and lets every handler answer in milliseconds.
 //
@@ -39,7 +40,7 @@ type Queue interface {
 	// so one bad alert does not leave a half-applied notification.
 	Known(table string) bool
 	// Status is the JSON document of GET /v1/status (queue, running, recent
-	// runs).
+	// runs); the server only encodes it, so it need not know its type.
 	Status() any
 }
 
@@ -50,17 +51,6 @@ var (
 	ErrStopping     = errors.New("shutting down")
 )
 
-// Task names accepted in Request.Tasks, in the order the scheduler runs them.
-const (
-	TaskCompact = "compact"
-	TaskExpire  = "expire"
-	TaskOrphans = "orphans"
-)
-
-// taskOrder is the fixed run order; tasks are reported in this order so that
-// merged requests compare equal whatever order the caller used.
-var taskOrder = []string{TaskCompact, TaskExpire, TaskOrphans}
-
 // Sources of a Request, also the values of the source metric label.
 const (
 	SourceHTTP         = "http"
@@ -70,7 +60,7 @@ const (
 // Request asks for maintenance of one table.
 type Request struct {
 	Table  string   `json:"table"`           // "ns.table" (dotted)
-	Tasks  []string `json:"tasks,omitempty"` // compact|expire|orphans; empty = all
+	Tasks  []string `json:"tasks,omitempty"` // some of Deps.Tasks; empty = all
 	Reason string   `json:"reason,omitempty"`
 	// Force skips the trigger thresholds and the rate limit.
 	Force bool `json:"force,omitempty"`

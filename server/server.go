@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,11 @@ const readyCheckTimeout = 2 * time.Second
 // Deps are the server's collaborators.
 type Deps struct {
 	Queue Queue // required
+	// Tasks are the task names a request may ask for, in the order the
+	// queue runs them (required). Requests are checked against them and
+	// reported in this order, so that merged requests compare equal
+	// whatever order the caller used.
+	Tasks []string
 	// Ready are the readiness checks by name (e.g. "catalog", "lock"); /readyz
 	// runs them in parallel, each with a 2s timeout.
 	Ready map[string]func(ctx context.Context) error
@@ -43,6 +49,7 @@ type Deps struct {
 type Server struct {
 	cfg          Config
 	queue        Queue
+	tasks        []string // in run order
 	ready        map[string]func(ctx context.Context) error
 	readyTimeout time.Duration
 	log          *slog.Logger
@@ -69,9 +76,13 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Queue == nil {
 		return nil, errors.New("server: Deps.Queue is required")
 	}
+	if len(d.Tasks) == 0 {
+		return nil, errors.New("server: Deps.Tasks is required")
+	}
 	s := &Server{
 		cfg:          cfg,
 		queue:        d.Queue,
+		tasks:        slices.Clone(d.Tasks),
 		ready:        maps.Clone(d.Ready), // the caller may keep editing its map
 		readyTimeout: readyCheckTimeout,
 		log:          d.Logger,
@@ -351,38 +362,29 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, str
 
 // normalizeTasks checks task names and returns them de-duplicated in run
 // order; nil means all tasks.
-func normalizeTasks(tasks []string) ([]string, error) {
+func (s *Server) normalizeTasks(tasks []string) ([]string, error) {
 	if len(tasks) == 0 {
 		return nil, nil
 	}
 	want := make(map[string]bool, len(tasks))
 	var bad []string
 	for _, t := range tasks {
-		if !isTask(t) {
+		if !slices.Contains(s.tasks, t) {
 			bad = append(bad, fmt.Sprintf("%q", t))
 			continue
 		}
 		want[t] = true
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("%w %s: must be one of %s", ErrUnknownTask, strings.Join(bad, ", "), strings.Join(taskOrder, ", "))
+		return nil, fmt.Errorf("%w %s: must be one of %s", ErrUnknownTask, strings.Join(bad, ", "), strings.Join(s.tasks, ", "))
 	}
 	out := make([]string, 0, len(want))
-	for _, t := range taskOrder {
+	for _, t := range s.tasks {
 		if want[t] {
 			out = append(out, t)
 		}
 	}
 	return out, nil
-}
-
-func isTask(t string) bool {
-	for _, k := range taskOrder {
-		if t == k {
-			return true
-		}
-	}
-	return false
 }
 
 // enqueueMessage is the client's error text for a failed Enqueue; it names

@@ -23,6 +23,9 @@ import (
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
+// testTasks are the task names the tests' servers accept, in run order.
+var testTasks = []string{"compact", "expire", "orphans"}
+
 // fakeQueue records what the server enqueues and answers like the scheduler:
 // unknown tables are refused, a second request for a queued table is a
 // duplicate.
@@ -68,7 +71,7 @@ func (q *fakeQueue) Enqueue(ctx context.Context, r Request) (Enqueued, error) {
 	q.reqs = append(q.reqs, r)
 	tasks := r.Tasks
 	if len(tasks) == 0 {
-		tasks = slices.Clone(taskOrder)
+		tasks = slices.Clone(testTasks)
 	}
 	dup := q.queued[r.Table]
 	q.queued[r.Table] = true
@@ -98,7 +101,7 @@ type testEnv struct {
 func newEnv(t *testing.T, cfg Config, q *fakeQueue, ready map[string]func(context.Context) error) testEnv {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s, err := New(cfg, Deps{Queue: q, Ready: ready, Gatherer: reg, Registerer: reg})
+	s, err := New(cfg, Deps{Queue: q, Tasks: testTasks, Ready: ready, Gatherer: reg, Registerer: reg})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -353,7 +356,7 @@ iceberg_maintainer_trigger_requests_total{result="unauthorized",source="http"} 0
 func TestSharedTriggerFamily(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics.TriggerRequests(reg).WithLabelValues("poll", resultQueued).Inc()
-	s, err := New(DefaultConfig(), Deps{Queue: newFakeQueue("sales.orders"), Registerer: reg, Gatherer: reg})
+	s, err := New(DefaultConfig(), Deps{Queue: newFakeQueue("sales.orders"), Tasks: testTasks, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,12 +580,12 @@ func TestNewChecksTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig()
 	cfg.TokenFile = filepath.Join(dir, "missing")
-	if _, err := New(cfg, Deps{Queue: newFakeQueue()}); err == nil || !strings.Contains(err.Error(), "token_file") {
+	if _, err := New(cfg, Deps{Queue: newFakeQueue(), Tasks: testTasks}); err == nil || !strings.Contains(err.Error(), "token_file") {
 		t.Errorf("missing token file: err = %v", err)
 	}
 	cfg.TokenFile = filepath.Join(dir, "empty")
 	writeFile(t, cfg.TokenFile, "  \n")
-	if _, err := New(cfg, Deps{Queue: newFakeQueue()}); !errors.Is(err, errEmptyToken) {
+	if _, err := New(cfg, Deps{Queue: newFakeQueue(), Tasks: testTasks}); !errors.Is(err, errEmptyToken) {
 		t.Errorf("empty token file: err = %v", err)
 	}
 	if _, err := New(DefaultConfig(), Deps{}); err == nil {
@@ -617,7 +620,7 @@ func TestConfigValidate(t *testing.T) {
 	if strings.Contains(err.Error(), "namespace_label") {
 		t.Errorf("empty namespace label reported: %v", err)
 	}
-	if _, nerr := New(c, Deps{Queue: newFakeQueue()}); nerr == nil {
+	if _, nerr := New(c, Deps{Queue: newFakeQueue(), Tasks: testTasks}); nerr == nil {
 		t.Error("New accepted an invalid config")
 	}
 }

@@ -40,7 +40,7 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `field "table" is required, e.g. {"table": "ns.table"}`)
 		return
 	}
-	tasks, err := normalizeTasks(req.Tasks)
+	tasks, err := s.normalizeTasks(req.Tasks)
 	if err != nil {
 		count(resultRejected)
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"tasks\": %v", err))

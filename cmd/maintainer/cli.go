@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -22,9 +23,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iceberg-maintainer/maintainer/config"
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
+	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
@@ -44,11 +45,11 @@ type globals struct {
 	started    bool // flags parsed and valid: a command is running
 	stdout     io.Writer
 	stderr     io.Writer
-	// writeAlloc backs compaction's Parquet writers.
-	writeAlloc *offheap.Allocator
+	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
+	writeAlloc compact.WriterAllocator
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc *offheap.Allocator) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAlloc compact.WriterAllocator) error {
 	g := &globals{stdout: stdout, stderr: stderr, writeAlloc: writeAlloc}
 	root := &cobra.Command{
 		Use:           "maintainer",
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")
 	pf.StringArrayVar(&g.tables, "table", nil, "only tables matching this `glob` (* within a level, ** across levels); repeatable")
-	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.AllTasks, "|")+"); repeatable")
+	pf.StringArrayVar(&g.tasks, "task", nil, "only this task ("+strings.Join(maintenance.TaskNames(), "|")+"); repeatable")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(
@@ -96,8 +97,8 @@ func (g *globals) validateFlags() error {
 		errs = append(errs, fmt.Errorf("--output must be text or json, got %q", g.output))
 	}
 	for _, t := range g.tasks {
-		if !slices.Contains(maintenance.AllTasks, t) {
-			errs = append(errs, fmt.Errorf("--task %q is not a task; tasks: %s", t, strings.Join(maintenance.AllTasks, ", ")))
+		if _, ok := maintenance.LookupTask(t); !ok {
+			errs = append(errs, fmt.Errorf("--task %q is not a task; tasks: %s", t, strings.Join(maintenance.TaskNames(), ", ")))
 		}
 	}
 	for _, p := range g.tables {
@@ -146,8 +147,11 @@ type env struct {
 	cfg    *config.Config
 	cat    catalog.Catalog
 	runner *maintenance.Runner
-	svc    *services
-	log    *slog.Logger
+	// metrics are the runner's (nil unless the command records metrics);
+	// the scheduler of serve records into them too.
+	metrics *maintenance.Metrics
+	svc     *services
+	log     *slog.Logger
 }
 
 // close releases the backends' connections.
@@ -212,7 +216,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
 	}
 	runner := maintenance.NewRunner(deps)
-	return &env{cfg: cfg, cat: cat, runner: runner, svc: svc, log: log}, nil
+	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log}, nil
 }
 
 // policyFunc resolves a table's settings from the config and the table's
@@ -250,7 +254,13 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 	}
 	cat, err := catalog.Load(ctx, c.Name, props)
 	if err != nil {
-		return nil, fmt.Errorf("open %s catalog %q: %w", c.Type, c.Name, err)
+		// iceberg-go's REST errors for an HTTP status (401, 403, 503) do not
+		// say which server answered; name it (without any userinfo).
+		where := ""
+		if u, perr := url.Parse(props["uri"]); c.Type == config.CatalogREST && perr == nil && u.Host != "" {
+			where = " at " + u.Redacted()
+		}
+		return nil, fmt.Errorf("open %s catalog %q%s: %w", c.Type, c.Name, where, err)
 	}
 	return cat, nil
 }

@@ -460,26 +460,38 @@ func TestCatalogUnreachableExit3(t *testing.T) {
 	}}
 	for i, c := range configs {
 		cfg := writeFile(t, filepath.Join(dir, fmt.Sprintf("c%d.yaml", i)), c.yaml)
-		for _, cmd := range []string{"run", "plan", "status"} {
-			t.Run(c.name+"/"+cmd, func(t *testing.T) {
-				r := runMaintainer(t, dir, cmd, "--config", cfg, "--output", "json")
-				expectCode(t, r, 3, cmd+" against an unreachable catalog")
-				if r.stdout != "" {
-					t.Errorf("stdout should be empty (no table was worked on):\n%s", r.stdout)
-				}
-				if !strings.HasPrefix(r.stderr, "error: ") {
-					t.Errorf("stderr does not start with \"error: \":\n%s", r.stderr)
-				}
-				for _, want := range c.stderr {
-					if !strings.Contains(r.stderr, want) {
-						t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-					}
-				}
-			})
-		}
+		expectUnreachable(t, dir, c.name, cfg, c.stderr, nil)
 	}
 	if entries, _ := os.ReadDir(notADB); len(entries) > 0 {
 		t.Errorf("the maintainer wrote into %s: %v", notADB, entries)
+	}
+}
+
+// expectUnreachable runs run, plan and status with cfg in dir, a subtest
+// each (name/command): each must exit 3 having worked on no table, with a
+// stderr that starts with "error: " and holds every fragment of want; check,
+// when set, looks at each result too.
+func expectUnreachable(t *testing.T, dir, name, cfg string, want []string, check func(*testing.T, result)) {
+	t.Helper()
+	for _, cmd := range []string{"run", "plan", "status"} {
+		t.Run(name+"/"+cmd, func(t *testing.T) {
+			r := runMaintainer(t, dir, cmd, "--config", cfg, "--output", "json")
+			expectCode(t, r, 3, cmd+" against an unreachable catalog")
+			if r.stdout != "" {
+				t.Errorf("stdout should be empty (no table was worked on):\n%s", r.stdout)
+			}
+			if !strings.HasPrefix(r.stderr, "error: ") {
+				t.Errorf("stderr does not start with \"error: \":\n%s", r.stderr)
+			}
+			for _, w := range want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if check != nil {
+				check(t, r)
+			}
+		})
 	}
 }
 

@@ -1,7 +1,7 @@
 package main
 
 // End-to-end runs of the binary on real Spark- and Hive-written tables of
-// shared/fixtures, relocated into a hadoop-catalog warehouse; rows are
+// testdata/fixtures, relocated into a hadoop-catalog warehouse; rows are
 // checked with the independent verifier (testenv.Verify), not iceberg-go.
 
 import (

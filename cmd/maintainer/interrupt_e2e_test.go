@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/config"
@@ -52,16 +53,41 @@ type tableState struct {
 
 func (s tableState) compacted() bool { return s.operation == "compact" }
 
-// genWarehouse is a SQLite-catalog warehouse in dir with generated tables,
-// and the demo's config pointed at it.
+// genWarehouse is a warehouse in dir with generated tables in a SQL catalog
+// (SQLite, or PostgreSQL: see catalogSetup), and the demo's config pointed
+// at it.
 type genWarehouse struct {
 	dir, cfg string
+	open     openCatalogFunc
+}
+
+// openCatalogFunc opens a new connection to a genWarehouse's catalog.
+type openCatalogFunc func(ctx context.Context) (*sqlcat.Catalog, error)
+
+// catalogSetup makes the catalog of a genWarehouse in dir (whose warehouse
+// is dir/warehouse): how to open it, and the text of the demo's config
+// pointed at it.
+type catalogSetup func(t *testing.T, dir string) (openCatalogFunc, string)
+
+// sqliteCatalog is the demo's catalog: SQLite in dir/catalog.db.
+func sqliteCatalog(_ *testing.T, dir string) (openCatalogFunc, string) {
+	open := func(ctx context.Context) (*sqlcat.Catalog, error) {
+		return gen.OpenSQLiteCatalog(ctx, genCatalog, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	}
+	return open, strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", filepath.ToSlash(dir))
 }
 
 func newGenWarehouse(t *testing.T, tables ...string) *genWarehouse {
 	t.Helper()
+	return newGenWarehouseOn(t, sqliteCatalog, tables...)
+}
+
+// newGenWarehouseOn is newGenWarehouse with the catalog that setup makes.
+func newGenWarehouseOn(t *testing.T, setup catalogSetup, tables ...string) *genWarehouse {
+	t.Helper()
 	dir := t.TempDir()
-	cat, err := gen.OpenSQLiteCatalog(t.Context(), genCatalog, filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	open, cfgText := setup(t, dir)
+	cat, err := open(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +100,7 @@ func newGenWarehouse(t *testing.T, tables ...string) *genWarehouse {
 			t.Fatalf("generate %s: %v", name, err)
 		}
 	}
-	cfgText := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", filepath.ToSlash(dir))
-	return &genWarehouse{dir: dir, cfg: writeFile(t, filepath.Join(dir, "maintainer.yaml"), cfgText)}
+	return &genWarehouse{dir: dir, cfg: writeFile(t, filepath.Join(dir, "maintainer.yaml"), cfgText), open: open}
 }
 
 // state loads the table with its own catalog connection (opened and closed
@@ -83,7 +108,7 @@ func newGenWarehouse(t *testing.T, tables ...string) *genWarehouse {
 func (w *genWarehouse) state(t *testing.T, name string) tableState {
 	t.Helper()
 	ctx := t.Context()
-	cat, err := gen.OpenSQLiteCatalog(ctx, genCatalog, filepath.Join(w.dir, "catalog.db"), filepath.Join(w.dir, "warehouse"))
+	cat, err := w.open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,21 +365,29 @@ func TestInterruptedRun(t *testing.T) {
 		t.Errorf("run after the interrupted runs: %+v (%+v); want succeeded rewriting %d files into %d",
 			outs[0], outs[0].Compact, genAppends, genPartitions)
 	}
-	done := w.state(t, name)
-	if !done.compacted() || done.parentID != before.snapshotID {
-		t.Errorf("after the later run: current snapshot %d (operation %q, parent %d), want a compaction on top of %d",
-			done.snapshotID, done.operation, done.parentID, before.snapshotID)
-	}
-	if done.rows != before.rows || done.sum != before.sum {
-		t.Errorf("after the later run: %d rows, checksum %016x; before %d, %016x", done.rows, done.sum, before.rows, before.sum)
-	}
-	v := verifyMetadataURI(t, done.metadata)
-	if v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != genPartitions {
-		t.Errorf("verifier after the later run: %d rows, checksum %s, %d files; before %d, %s; want %d files",
-			v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, genPartitions)
-	}
+	expectCompactedSameRows(t, "after the later run", before, w.state(t, name), verifiedBefore)
 	if h := tableHealth(t, w, name); h.DataFiles != genPartitions || h.CommitsSinceCompaction != 0 {
 		t.Errorf("status after the later run: %+v, want %d data files and 0 commits since compaction", h, genPartitions)
+	}
+}
+
+// expectCompactedSameRows fails the test unless after is a compaction on
+// top of before into genPartitions files with the same rows and checksum,
+// read by gen and by the independent verifier (verifiedBefore is its
+// reading of before).
+func expectCompactedSameRows(t *testing.T, what string, before, after tableState, verifiedBefore testenv.VerifyResult) {
+	t.Helper()
+	if !after.compacted() || after.parentID != before.snapshotID {
+		t.Errorf("%s: current snapshot %d (operation %q, parent %d), want a compaction on top of %d",
+			what, after.snapshotID, after.operation, after.parentID, before.snapshotID)
+	}
+	if after.rows != before.rows || after.sum != before.sum {
+		t.Errorf("%s: %d rows, checksum %016x; before %d, %016x", what, after.rows, after.sum, before.rows, before.sum)
+	}
+	v := verifyMetadataURI(t, after.metadata)
+	if v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != genPartitions {
+		t.Errorf("verifier %s: %d rows, checksum %s, %d files; before %d, %s; want %d files",
+			what, v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, genPartitions)
 	}
 }
 

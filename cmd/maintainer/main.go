@@ -32,8 +32,12 @@ func main() {
 		// Only slower: arrow-go's own codec stays.
 		fmt.Fprintln(os.Stderr, "warning: keep arrow-go's zstd codec:", err)
 	}
+	writeAlloc, err := writeBuffers(os.Getenv, limit)
+	if err != nil {
+		os.Exit(exitCode(usageError{err}, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, writerAllocator(limit))
+	err = run(ctx, os.Args[1:], os.Stdout, os.Stderr, writeAlloc)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }

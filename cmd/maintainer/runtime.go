@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/iceberg-maintainer/maintainer/internal/offheap"
+	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 )
 
 // cgroupMemoryFiles hold a container's memory limit (cgroup v2, then v1).
@@ -49,6 +51,25 @@ func containerMemoryLimit(files []string) int64 {
 		return n
 	}
 	return 0
+}
+
+// offheapEnv turns the off-heap writer buffers off ("off"; "on" is the
+// default), should an operator ever suspect them: compaction's writers then
+// use the Go heap, at the cost of a higher peak memory.
+const offheapEnv = "MAINTAINER_OFFHEAP_BUFFERS"
+
+// writeBuffers is the allocator of compaction's writers as the environment
+// (getenv) asks: off-heap buffers by default (writerAllocator under limit),
+// nil (the Go heap) with MAINTAINER_OFFHEAP_BUFFERS=off.
+func writeBuffers(getenv func(string) string, limit int64) (compact.WriterAllocator, error) {
+	switch v := getenv(offheapEnv); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on":
+		return writerAllocator(limit).ScopeFunc, nil
+	case "off":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("environment variable %s=%q: want on or off", offheapEnv, v)
+	}
 }
 
 // writerAllocator keeps the large buffers of compaction's Parquet writers

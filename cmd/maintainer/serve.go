@@ -39,7 +39,7 @@ func (g *globals) serve(ctx context.Context) error {
 	sc.MaxConcurrentTables = e.cfg.Scheduler.MaxConcurrentTables
 	sc.ShutdownGrace = e.cfg.Scheduler.ShutdownGrace
 	sc.HealthInterval = e.cfg.Metrics.HealthInterval
-	sched, err := maintenance.NewScheduler(e.runner, sc, e.log)
+	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Metrics: e.metrics, Logger: e.log})
 	if err != nil {
 		return usageError{err}
 	}
@@ -49,8 +49,7 @@ func (g *globals) serve(ctx context.Context) error {
 	srvCfg.AlertTableLabel = e.cfg.Server.Alertmanager.TableLabel
 	srvCfg.AlertNamespaceLabel = e.cfg.Server.Alertmanager.NamespaceLabel
 	srvCfg.AlertTaskLabel = e.cfg.Server.Alertmanager.TaskLabel
-	srv, err := server.New(srvCfg, server.Deps{
-		Queue: sched,
+	srv, err := newServer(srvCfg, sched, server.Deps{
 		Ready: map[string]func(context.Context) error{
 			"catalog": func(ctx context.Context) error {
 				_, err := e.cat.ListNamespaces(ctx, nil)

@@ -49,9 +49,15 @@ func (w *genWarehouse) redisConfig(t *testing.T, addr, extra string) (path, pref
 // finishes the work.
 func TestTwoMaintainersOneRedis(t *testing.T) {
 	t.Parallel()
+	testTwoMaintainersOneRedis(t, sqliteCatalog)
+}
+
+// testTwoMaintainersOneRedis is TestTwoMaintainersOneRedis on the catalog
+// that setup makes.
+func testTwoMaintainersOneRedis(t *testing.T, setup catalogSetup) {
 	addr := redistest.Need(t)
 	const name = "events"
-	w := newGenWarehouse(t, name)
+	w := newGenWarehouseOn(t, setup, name)
 	cfg, _ := w.redisConfig(t, addr, "")
 	before := w.state(t, name)
 

@@ -31,18 +31,27 @@ import (
 // several catalogs (e.g. a maintainer and a concurrent writer) may share the
 // same database file. The catalog owns its database handle: Close releases it.
 func OpenSQLiteCatalog(ctx context.Context, name, dbPath, whDir string) (*sqlcat.Catalog, error) {
-	if name == "" {
-		return nil, errors.New("gen: catalog name is empty")
-	}
 	absDB, err := filepath.Abs(dbPath)
 	if err != nil {
 		return nil, err
 	}
-	absWH, err := filepath.Abs(whDir)
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(absDB), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(absDB), 0o755); err != nil {
+	return OpenSQLCatalog(ctx, name, sqliteshim.ShimName, sqlcat.SQLite, sqliteuri.DSN(absDB), whDir)
+}
+
+// OpenSQLCatalog creates (or opens) an iceberg-go SQL catalog named name on
+// the database uri, reached through the database/sql driver and the SQL
+// dialect given, whose default warehouse is the local directory whDir
+// (created when missing). The catalog's own tables are created when the
+// database has none. The catalog owns its database handle: Close releases it.
+func OpenSQLCatalog(ctx context.Context, name, driver string, dialect sqlcat.SupportedDialect, uri, whDir string) (*sqlcat.Catalog, error) {
+	if name == "" {
+		return nil, errors.New("gen: catalog name is empty")
+	}
+	absWH, err := filepath.Abs(whDir)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(absWH, 0o755); err != nil {
@@ -51,14 +60,14 @@ func OpenSQLiteCatalog(ctx context.Context, name, dbPath, whDir string) (*sqlcat
 
 	cat, err := catalog.Load(ctx, name, map[string]string{
 		"type":                "sql",
-		"uri":                 sqliteuri.DSN(absDB),
-		sqlcat.DriverKey:      sqliteshim.ShimName,
-		sqlcat.DialectKey:     string(sqlcat.SQLite),
+		"uri":                 uri,
+		sqlcat.DriverKey:      driver,
+		sqlcat.DialectKey:     string(dialect),
 		"warehouse":           FileURI(absWH),
 		"init_catalog_tables": "true",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gen: open sqlite catalog %s: %w", absDB, err)
+		return nil, fmt.Errorf("gen: open %s catalog on %s: %w", dialect, databaseName(uri), err)
 	}
 	sc, ok := cat.(*sqlcat.Catalog)
 	if !ok {
@@ -70,6 +79,17 @@ func OpenSQLiteCatalog(ctx context.Context, name, dbPath, whDir string) (*sqlcat
 	}
 
 	return sc, nil
+}
+
+// databaseName is uri for an error message: without its password and its
+// connection parameters.
+func databaseName(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "an unparsable database URI"
+	}
+	u.RawQuery = ""
+	return u.Redacted()
 }
 
 // FileURI returns the file:// URI of an absolute local path, the form used for

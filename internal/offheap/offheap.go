@@ -276,3 +276,11 @@ func (s *Scope) Release() {
 }
 
 var _ memory.Allocator = (*Scope)(nil)
+
+// ScopeFunc returns a new scope and its Release, in the shape of an
+// allocator its user declares on its side (compaction's WriterAllocator),
+// so that the user does not depend on this package.
+func (a *Allocator) ScopeFunc() (memory.Allocator, func()) {
+	s := a.Scope()
+	return s, s.Release
+}

@@ -1,5 +1,6 @@
-// Package tableprops reads the Iceberg table properties that more than one
-// maintenance task honours, one way for all of them.
+// Package tableprops names the Iceberg table and snapshot properties that
+// more than one maintenance package reads or writes, and reads them one way
+// for all of them.
 package tableprops
 
 import (
@@ -19,3 +20,12 @@ func GCAllowed(props iceberg.Properties) bool {
 	v, ok := props[GCEnabled]
 	return !ok || strings.EqualFold(strings.TrimSpace(v), "true")
 }
+
+// Snapshot summary properties the maintainer writes on its own commits.
+// Compaction writes them; the triggers skip commits tagged with
+// SummaryOperation, so the maintainer's own work never makes a task due.
+const (
+	SummaryOperation = "maintainer.operation" // the maintenance operation, e.g. "compact"
+	SummaryRunID     = "maintainer.run-id"    // the run that made the commit
+	SummaryBatch     = "maintainer.batch"     // the batch of groups within the run
+)

@@ -71,17 +71,24 @@ func BenchmarkRewriteGroups(b *testing.B) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	alloc := offheap.New()
+	alloc := WriterAllocator(offheap.New().ScopeFunc)
 	if os.Getenv("BENCH_OFFHEAP") == "0" {
 		alloc = nil
+	}
+	paths := defaultPaths()
+	switch {
+	case os.Getenv("BENCH_DIRECT") == "0":
+		paths = []rewritePath{scanPath}
+	case os.Getenv("BENCH_COPY") == "0":
+		paths = []rewritePath{arrowPath(0), scanPath}
 	}
 	c0 := cpuNow()
 	defer func() { b.ReportMetric((cpuNow()-c0).Seconds()/float64(b.N), "cpu-s/op") }()
 	b.ResetTimer()
 	for range b.N {
-		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4),
-			noDirect: os.Getenv("BENCH_DIRECT") == "0", noCopy: os.Getenv("BENCH_COPY") == "0", Allocator: alloc}, res: &Result{}, log: discardLogger()}
-		e.setDirect(f.tbl)
+		opts := Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4), Allocator: alloc}
+		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: opts, res: &Result{}, log: discardLogger(),
+			paths: buildPaths(&pathEnv{tbl: f.tbl, fs: fs, target: plan.TargetFileSize, opts: opts}, paths)}
 		sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 		var wg sync.WaitGroup
 		for i := range plan.Groups {
@@ -90,7 +97,7 @@ func BenchmarkRewriteGroups(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				out := e.rewriteGroup(context.Background(), f.tbl, &plan.Groups[i])
+				out := e.rewriteGroup(context.Background(), &plan.Groups[i])
 				if out.err != nil {
 					b.Error(out.err)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -124,8 +125,8 @@ func TestCompactionRewritesSmallFilesAndKeepsEveryRow(t *testing.T) {
 		t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
 	}
 	snap := tbl.CurrentSnapshot()
-	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[SummaryOperation] != "compact" ||
-		snap.Summary.Properties[SummaryRunID] != "run-1" {
+	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[tableprops.SummaryOperation] != "compact" ||
+		snap.Summary.Properties[tableprops.SummaryRunID] != "run-1" {
 		t.Fatalf("snapshot summary %+v", snap.Summary)
 	}
 	// The snapshot before compaction still reads the same rows.
@@ -268,7 +269,7 @@ func TestConcurrentAppendIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	appended := false
-	opts := Options{beforeCommit: func(attempt int) error {
+	cat := hookCommits(t, f, func(attempt int) error {
 		if !appended {
 			appended = true
 			if _, err := gen.Append(ctx, f.reload(t), f.opt, 3, 10); err != nil {
@@ -276,8 +277,8 @@ func TestConcurrentAppendIsRetried(t *testing.T) {
 			}
 		}
 		return nil
-	}}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	})
+	res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestConflictingDeleteFailsTheGroupCleanly(t *testing.T) {
 	before := parquetFiles(t, f.dir)
 	deleted := false
 	var remaining int64
-	opts := Options{beforeCommit: func(int) error {
+	cat := hookCommits(t, f, func(int) error {
 		if !deleted {
 			deleted = true
 			tbl, err := f.reload(t).Delete(ctx, iceberg.EqualTo(iceberg.Reference("event_type"), "click"), nil)
@@ -317,8 +318,8 @@ func TestConflictingDeleteFailsTheGroupCleanly(t *testing.T) {
 			remaining, _ = checksum(t, tbl)
 		}
 		return nil
-	}}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	})
+	res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("want ErrConflict, got %v (result %+v)", err, res)
 	}
@@ -353,8 +354,7 @@ func TestCancelledRunCommitsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	before := parquetFiles(t, f.dir)
 	lost := errors.New("lease lost")
-	opts := Options{beforeCommit: func(int) error { cancel(lost); return nil }}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	res, err := execute(ctx, f.cat, f.tbl, plan, cfg, Options{}, cancelAfterRewrite(defaultPaths(), cancel, lost))
 	if err == nil || !errors.Is(err, lost) {
 		t.Fatalf("want the lease error, got %v", err)
 	}
@@ -386,9 +386,8 @@ func TestRowCountMismatchCommitsNothing(t *testing.T) {
 			}
 			before := parquetFiles(t, f.dir)
 			var log pathLog
-			opts := mode.opts
-			opts.ArrowBatchRows, opts.dropBatch, opts.onPath = 64, func(n int) bool { return n == 3 }, log.hook
-			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, opts))
+			opts := Options{ArrowBatchRows: 64}
+			res, err := execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, opts), losingBatch(log.watch(mode.paths), 64))
 			if !errors.Is(err, ErrRowCountMismatch) {
 				t.Fatalf("want ErrRowCountMismatch, got %v", err)
 			}
@@ -444,7 +443,7 @@ func TestConcurrentEqualityDeleteStaysApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	var afterDelete int64
-	opts := Options{beforeCommit: func(attempt int) error {
+	cat := hookCommits(t, f, func(attempt int) error {
 		if attempt > 0 {
 			return nil
 		}
@@ -452,8 +451,8 @@ func TestConcurrentEqualityDeleteStaysApplied(t *testing.T) {
 		deleteEventIDs(t, f, gen.EventID(0, 0)) // a row of the first append
 		afterDelete, _ = checksum(t, f.reload(t))
 		return nil
-	}}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+	})
+	res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +492,7 @@ func TestOldSpecGroupConflictsWithNewEqualityDeletes(t *testing.T) {
 		t.Fatalf("want one group of the old spec, got %+v", plan.Groups)
 	}
 	victim := gen.EventID(0, 0)
-	opts := Options{beforeCommit: func(attempt int) error {
+	cat := hookCommits(t, f, func(attempt int) error {
 		if attempt > 0 {
 			return nil
 		}
@@ -523,9 +522,9 @@ func TestOldSpecGroupConflictsWithNewEqualityDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 		return nil
-	}}
+	})
 	before := parquetFiles(t, f.dir)
-	res, err := Execute(ctx, f.cat, tbl, plan, cfg, opts)
+	res, err := Execute(ctx, cat, cat.table(tbl), plan, cfg, Options{})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("want ErrConflict, got %v (result %+v)", err, res)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -23,46 +24,50 @@ const MinTargetFileSize int64 = 1 << 20
 // Config is the compaction policy for one table. Zero sizes mean "derive":
 // the target comes from the table property, then DefaultTargetFileSize; the
 // min and max sizes are 75% and 180% of the target, as in Spark.
+//
+// The yaml tags are the keys of the compact block of the maintainer's config
+// and the fields Validate names; ",size" marks a byte count that the config
+// may write with a unit (512MiB).
 type Config struct {
-	Enabled bool
+	Enabled bool `yaml:"enabled"`
 	// TargetFileSize is the size of the files written; 0 = table property,
 	// else DefaultTargetFileSize.
-	TargetFileSize int64
+	TargetFileSize int64 `yaml:"target_file_size,size"`
 	// MinFileSize: files smaller than this are candidates; 0 = 75% of target.
-	MinFileSize int64
+	MinFileSize int64 `yaml:"min_file_size,size"`
 	// MaxFileSize: files larger than this are candidates (split); 0 = 180%
 	// of target. Oversized files are left alone unless delete-laden.
-	MaxFileSize int64
+	MaxFileSize int64 `yaml:"max_file_size,size"`
 	// MinInputFiles is the fewest files a group needs to be rewritten, unless
 	// its content exceeds the target or a file in it is delete-laden.
-	MinInputFiles int
+	MinInputFiles int `yaml:"min_input_files"`
 	// DeleteFileThreshold: a data file with at least this many delete files
 	// is rewritten whatever its size.
-	DeleteFileThreshold int
+	DeleteFileThreshold int `yaml:"delete_file_threshold"`
 	// DeleteRatioThreshold: a data file whose file-scoped deletes shadow at
 	// least this fraction of its rows is rewritten; 0 disables.
-	DeleteRatioThreshold float64
+	DeleteRatioThreshold float64 `yaml:"delete_ratio_threshold"`
 	// Where restricts compaction to files that may hold matching rows, in
-	// the filter syntax of package compact's ParseWhere; empty = all files.
-	Where string
+	// the filter syntax of rowfilter.Parse; empty = all files.
+	Where string `yaml:"where"`
 	// SkipPartitionsWrittenWithin leaves alone partitions that received a
 	// data or delete file more recently than this, so compaction does not
 	// fight an active writer; 0 = off.
-	SkipPartitionsWrittenWithin time.Duration
+	SkipPartitionsWrittenWithin time.Duration `yaml:"skip_partitions_written_within"`
 	// MaxBytesPerRun caps the input bytes rewritten by one run; 0 = no cap.
-	MaxBytesPerRun int64
+	MaxBytesPerRun int64 `yaml:"max_bytes_per_run,size"`
 	// MaxConcurrentGroups is how many groups are rewritten at once.
-	MaxConcurrentGroups int
+	MaxConcurrentGroups int `yaml:"max_concurrent_groups"`
 	// PartialProgress commits groups in up to MaxCommits batches instead of
 	// one atomic snapshot, so a failure loses only the batch it hit.
-	PartialProgress bool
-	MaxCommits      int
+	PartialProgress bool `yaml:"partial_progress"`
+	MaxCommits      int  `yaml:"max_commits"`
 	// CommitRetries bounds re-load and re-commit attempts after a conflict.
-	CommitRetries int
+	CommitRetries int `yaml:"commit_retries"`
 	// RemoveDeadDeletes drops delete files that provably apply to no live
 	// data file any more (dangling position deletes, dead equality deletes)
 	// in the same commit.
-	RemoveDeadDeletes bool
+	RemoveDeadDeletes bool `yaml:"remove_dead_deletes"`
 }
 
 // DefaultConfig returns the production defaults (Spark's where they exist).
@@ -113,7 +118,7 @@ func (c Config) Validate() error {
 		bad("delete_ratio_threshold", c.DeleteRatioThreshold, "must be between 0 and 1")
 	}
 	if c.Where != "" {
-		if _, err := ParseWhere(c.Where); err != nil {
+		if _, err := rowfilter.Parse(c.Where); err != nil {
 			bad("where", c.Where, strings.TrimPrefix(err.Error(), "where: "))
 		}
 	}

@@ -55,7 +55,6 @@ func sameLogicalType(a, b schema.LogicalType) bool {
 type copySource struct {
 	pf     *file.Reader
 	leaves []leafCopier
-	fail   func(col int) error // test hook
 }
 
 func newCopySource(sc *schema.Schema) (*copySource, error) {
@@ -95,22 +94,16 @@ func (s *copySource) finish() error {
 }
 
 // copyRows copies the next n rows (fewer at the end of the file) into the
-// row group rg, or drops them when rg is nil, and returns how many it
-// copied. Every leaf must yield the same number of rows.
+// row group rg and returns how many it copied. Every leaf must yield the
+// same number of rows.
 func (s *copySource) copyRows(rg file.BufferedRowGroupWriter, n int64) (int64, error) {
 	var rows int64
 	for i, l := range s.leaves {
-		var cw file.ColumnChunkWriter
-		if rg != nil {
-			var err error
-			if cw, err = rg.Column(i); err != nil {
-				return 0, fmt.Errorf("column %d of the output: %w", i, err)
-			}
+		cw, err := rg.Column(i)
+		if err != nil {
+			return 0, fmt.Errorf("column %d of the output: %w", i, err)
 		}
 		got, err := l.copyRows(cw, n)
-		if err == nil && s.fail != nil {
-			err = s.fail(i)
-		}
 		if err != nil {
 			return 0, fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
 		}
@@ -213,12 +206,9 @@ func (l *leaf[T]) open(pf *file.Reader) {
 }
 
 func (l *leaf[T]) copyRows(cw file.ColumnChunkWriter, n int64) (int64, error) {
-	var w levelWriter[T]
-	if cw != nil {
-		var ok bool
-		if w, ok = cw.(levelWriter[T]); !ok {
-			return 0, fmt.Errorf("output column writer %T for values of %T", cw, *new(T))
-		}
+	w, ok := cw.(levelWriter[T])
+	if !ok {
+		return 0, fmt.Errorf("output column writer %T for values of %T", cw, *new(T))
 	}
 	for {
 		rows, levels, values := l.complete(n)
@@ -285,10 +275,10 @@ func (l *leaf[T]) scan() {
 	}
 }
 
-// write writes (or, without a writer, drops) the first pending levels and
-// values and keeps the rest pending.
+// write writes the first pending levels and values and keeps the rest
+// pending.
 func (l *leaf[T]) write(w levelWriter[T], levels, values int) error {
-	if w != nil && levels > 0 {
+	if levels > 0 {
 		var def, rep []int16
 		if l.def != nil {
 			def = l.def[:levels]

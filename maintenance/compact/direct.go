@@ -23,8 +23,6 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
-
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 )
 
 // The direct path rewrites a group that needs nothing but its rows moved:
@@ -33,13 +31,13 @@ import (
 // v2, no sort order, Parquet properties it reads exactly as iceberg-go
 // does). It writes what iceberg-go's writer writes, with the writer
 // configured as iceberg-go's, and builds the data files from the written
-// footers, in one of two modes chosen from the input footers before
-// anything is written:
+// footers. It is two paths (rewriters), each taking a group only if the
+// input footers, read before anything is written, allow:
 //   - copy (copy.go): every file stores every leaf as the output does, so
 //     levels and values go from column readers to column writers;
-//   - Arrow: the files decode to the output's Arrow types (Spark and
-//     PyIceberg annotate some columns otherwise); pqarrow reads each file
-//     and one pqarrow writer writes the output.
+//   - Arrow ("direct"): the files decode to the output's Arrow types (Spark
+//     and PyIceberg annotate some columns otherwise); pqarrow reads each
+//     file and one pqarrow writer writes the output.
 //
 // Either skips iceberg-go's scan and writer pipelines (delete application,
 // schema projection, re-batching, channels between goroutines) and the
@@ -51,8 +49,8 @@ type directTable struct {
 	meta table.Metadata
 	spec iceberg.PartitionSpec
 	mem  memory.Allocator // the readers', and the writers' without alloc
-	// alloc backs the writers' buffers, a scope per file; nil: the heap.
-	alloc *offheap.Allocator
+	// alloc backs the writers' buffers, one per file; nil: the heap.
+	alloc WriterAllocator
 	// footerKV is the key-value metadata pqarrow writes in the footer (the
 	// Arrow schema), which copy mode writes too.
 	footerKV  metadata.KeyValueMetadata
@@ -61,9 +59,8 @@ type directTable struct {
 }
 
 // newDirectTable prepares the direct path for tbl, its writers allocating
-// from scopes of alloc (nil: the Go heap), or says why the table cannot
-// take it.
-func newDirectTable(tbl *table.Table, alloc *offheap.Allocator) (*directTable, string) {
+// from alloc (nil: the Go heap), or says why the table cannot take it.
+func newDirectTable(tbl *table.Table, alloc WriterAllocator) (*directTable, string) {
 	meta := tbl.Metadata()
 	props := meta.Properties()
 	switch {
@@ -129,13 +126,8 @@ func (d *directTable) groupReason(g *Group) string {
 	return ""
 }
 
-// errOtherColumns: an input file does not hold the table's current columns
-// exactly as the output will; the group goes through iceberg-go instead.
-type errOtherColumns struct{ why string }
-
-func (e *errOtherColumns) Error() string { return e.why }
-
-// directMode is how the direct path moves a group's rows.
+// directMode is how the direct path moves a group's rows; each mode is a
+// path of its own.
 type directMode string
 
 const (
@@ -143,42 +135,83 @@ const (
 	modeArrow directMode = "direct" // as Arrow record batches
 )
 
-// inputs reads the footer of every file of g, before anything is written,
-// and chooses the mode: copy when every file stores every leaf as the
-// output does, Arrow when every file at least decodes to the output's
-// Arrow types, else errOtherColumns. The footers are kept so that no file's
-// footer is read twice.
-func (d *directTable) inputs(r *inputReader, g *Group, allowCopy bool) ([]*metadata.FileMetaData, directMode, error) {
-	mds := make([]*metadata.FileMetaData, len(g.tasks))
-	copyable := allowCopy
-	for i, t := range g.tasks {
-		path := t.File.FilePath()
-		err := r.open(path, nil, func(pf *file.Reader) error {
+// copyPath and arrowPath are the direct path's modes. wholeMax is the
+// largest input file read whole: 0 means wholeFileMax, < 0 reads every file
+// by ranges.
+func copyPath(wholeMax int64) rewritePath  { return directPath(modeCopy, wholeMax) }
+func arrowPath(wholeMax int64) rewritePath { return directPath(modeArrow, wholeMax) }
+
+func directPath(mode directMode, wholeMax int64) rewritePath {
+	if wholeMax == 0 {
+		wholeMax = wholeFileMax
+	}
+	return func(env *pathEnv) rewriter {
+		d, why := env.directTable()
+		return &directRewriter{mode: mode, d: d, why: why, fs: env.fs, target: env.target,
+			batchRows: int64(env.opts.ArrowBatchRows), wholeMax: wholeMax}
+	}
+}
+
+// directRewriter is the direct path in one mode.
+type directRewriter struct {
+	mode      directMode
+	d         *directTable // nil when the table cannot take the path
+	why       string       // why not
+	fs        iceio.IO
+	target    int64
+	batchRows int64
+	wholeMax  int64 // files of at most this many bytes are read whole
+}
+
+func (r *directRewriter) name() string { return string(r.mode) }
+
+// footers reads the footer of every file of the group, before anything is
+// written, once for both modes: the next one finds them in the input.
+func (d *directTable) footers(r *inputReader, in *groupInput) ([]*metadata.FileMetaData, error) {
+	if in.footers != nil {
+		return in.footers, nil
+	}
+	mds := make([]*metadata.FileMetaData, len(in.g.tasks))
+	for i, t := range in.g.tasks {
+		err := r.open(t.File.FilePath(), nil, func(pf *file.Reader) error {
 			mds[i] = pf.MetaData()
 			return nil
 		})
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		sc := mds[i].Schema
-		if !sameParquetSchema(sc, d.out.parquet) {
-			return nil, "", &errOtherColumns{why: "file " + path + " has other columns than the current schema"}
-		}
-		copyable = copyable && samePhysicalLeaves(sc, d.out.parquet)
 	}
-	if copyable {
-		return mds, modeCopy, nil
+	in.footers = mds
+	return mds, nil
+}
+
+// unfit says why the files of g, of footers mds, cannot be rewritten in
+// mode, or "": both modes need the output's columns; copy needs every file
+// to store every leaf as the output does, Arrow needs every file to decode
+// to the output's Arrow types.
+func (d *directTable) unfit(mode directMode, g *Group, mds []*metadata.FileMetaData) (string, error) {
+	for i, md := range mds {
+		if !sameParquetSchema(md.Schema, d.out.parquet) {
+			return "file " + g.tasks[i].File.FilePath() + " has other columns than the current schema", nil
+		}
 	}
 	for i, md := range mds {
+		path := g.tasks[i].File.FilePath()
+		if mode == modeCopy {
+			if !samePhysicalLeaves(md.Schema, d.out.parquet) {
+				return "file " + path + " stores its columns otherwise than the output", nil
+			}
+			continue
+		}
 		asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, md.KeyValueMetadata())
 		if err != nil {
-			return nil, "", fmt.Errorf("arrow schema of %s: %w", g.tasks[i].File.FilePath(), err)
+			return "", fmt.Errorf("arrow schema of %s: %w", path, err)
 		}
 		if !sameArrowTypes(asc, d.out.arrow) {
-			return nil, "", &errOtherColumns{why: "file " + g.tasks[i].File.FilePath() + " reads as other Arrow types"}
+			return "file " + path + " reads as other Arrow types", nil
 		}
 	}
-	return mds, modeArrow, nil
+	return "", nil
 }
 
 // wholeFileMax is the largest input file read whole. Compaction's inputs
@@ -197,12 +230,9 @@ type inputReader struct {
 	buf      []byte           // the last file read whole, reused for the next
 }
 
-// inputReader returns a reader of input files through fs; wholeMax < 0
-// reads every file by ranges (a test hook), 0 means wholeFileMax.
+// inputReader returns a reader of input files through fs that reads files
+// of at most wholeMax bytes whole.
 func (d *directTable) inputReader(fs iceio.IO, wholeMax int64) *inputReader {
-	if wholeMax == 0 {
-		wholeMax = wholeFileMax
-	}
 	return &inputReader{fs: fs, mem: d.mem, wholeMax: wholeMax}
 }
 
@@ -250,19 +280,32 @@ func sameArrowTypes(a, b *arrow.Schema) bool {
 	return true
 }
 
-// rewriteDirect streams the group's files into new files of about the
-// target size, counting the rows read. It returns the files written, also
-// on error, so that the caller can remove them.
-func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) (files []iceberg.DataFile, rowsRead int64, mode directMode, err error) {
-	r := d.inputReader(e.fs, e.opts.wholeFileMax)
-	mds, mode, err := d.inputs(r, g, !e.opts.noCopy)
-	if err != nil {
-		return nil, 0, mode, err
+// rewrite streams the group's files into new files of about the target
+// size, counting the rows read. It returns the files written, also on
+// error, so that the caller can remove them.
+func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []iceberg.DataFile, rowsRead int64, err error) {
+	d, g := r.d, in.g
+	if d == nil {
+		return nil, 0, &declined{why: r.why}
 	}
-	w := &directWriter{d: d, fs: e.fs, g: g, target: e.plan.TargetFileSize, ctx: ctx, mode: mode}
-	if mode == modeCopy {
+	if why := d.groupReason(g); why != "" {
+		return nil, 0, &declined{why: why}
+	}
+	rd := d.inputReader(r.fs, r.wholeMax)
+	mds, err := d.footers(rd, in)
+	if err != nil {
+		return nil, 0, err
+	}
+	if why, err := d.unfit(r.mode, g, mds); err != nil || why != "" {
+		if err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, &declined{why: why}
+	}
+	w := &directWriter{d: d, fs: r.fs, g: g, target: r.target, ctx: ctx, mode: r.mode}
+	if r.mode == modeCopy {
 		if w.src, err = newCopySource(d.out.parquet); err != nil {
-			return nil, 0, mode, err
+			return nil, 0, err
 		}
 	}
 	defer func() {
@@ -271,30 +314,18 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 		}
 		files = w.files
 	}()
-	batch := 0
-	// drop reports whether the test hook drops the next batch read.
-	drop := func() bool { batch++; return e.opts.dropBatch != nil && e.opts.dropBatch(batch) }
 	for i, t := range g.tasks {
 		if err := ctx.Err(); err != nil {
-			return nil, rowsRead, mode, context.Cause(ctx)
+			return nil, rowsRead, context.Cause(ctx)
 		}
 		path := t.File.FilePath()
-		err := r.open(path, mds[i], func(pf *file.Reader) error {
-			if e.opts.failFile != nil {
-				if err := e.opts.failFile(i); err != nil {
-					return err
-				}
-			}
-			if mode == modeCopy {
-				w.src.fail = nil
-				if e.opts.failColumn != nil {
-					w.src.fail = func(col int) error { return e.opts.failColumn(i, col) }
-				}
-				n, err := w.copyFile(ctx, pf, int64(e.opts.ArrowBatchRows), drop)
+		err := rd.open(path, mds[i], func(pf *file.Reader) error {
+			if r.mode == modeCopy {
+				n, err := w.copyFile(ctx, pf, r.batchRows)
 				rowsRead += n
 				return err
 			}
-			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(e.opts.ArrowBatchRows)}, d.mem)
+			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: r.batchRows}, d.mem)
 			if err != nil {
 				return err
 			}
@@ -309,9 +340,6 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 				}
 				rec := rr.RecordBatch()
 				rowsRead += rec.NumRows()
-				if drop() {
-					continue
-				}
 				// Same columns and types (checked): only the field metadata
 				// the reader restored may differ from the output schema's.
 				out := array.NewRecordBatch(d.out.arrow, rec.Columns(), rec.NumRows())
@@ -327,13 +355,13 @@ func (e *executor) rewriteDirect(ctx context.Context, d *directTable, g *Group) 
 			return ctx.Err()
 		})
 		if err != nil {
-			return nil, rowsRead, mode, fmt.Errorf("rewrite %s: %w", path, err)
+			return nil, rowsRead, fmt.Errorf("rewrite %s: %w", path, err)
 		}
 	}
 	if err := w.close(); err != nil {
-		return nil, rowsRead, mode, err
+		return nil, rowsRead, err
 	}
-	return w.files, rowsRead, mode, nil
+	return w.files, rowsRead, nil
 }
 
 // directWriter writes one group's rows into files that roll over at the
@@ -357,7 +385,7 @@ type directWriter struct {
 	pw      *file.Writer                // copy mode
 	rg      file.BufferedRowGroupWriter // copy mode: the open row group
 	src     *copySource                 // copy mode: the input file
-	scope   *offheap.Scope              // the open file's buffers, when mapped
+	reclaim func()                      // frees the open file's buffers; nil on the heap
 	files   []iceberg.DataFile
 }
 
@@ -401,22 +429,16 @@ func (w *directWriter) write(rec arrow.RecordBatch) error {
 // copyFile copies the rows of one input file in batches of batchRows, as
 // write does record batches of that size: row groups are cut and files
 // rolled between batches. It returns the rows read.
-func (w *directWriter) copyFile(ctx context.Context, pf *file.Reader, batchRows int64, drop func() bool) (int64, error) {
+func (w *directWriter) copyFile(ctx context.Context, pf *file.Reader, batchRows int64) (int64, error) {
 	src := w.src
 	src.open(pf)
 	var rows int64
-	var err error
 	for left := pf.NumRows(); left > 0; {
 		if ctx.Err() != nil {
 			return rows, context.Cause(ctx)
 		}
 		want := min(batchRows, left)
-		var n int64
-		if drop() {
-			n, err = src.copyRows(nil, want)
-		} else {
-			n, err = w.copyBatch(src, want)
-		}
+		n, err := w.copyBatch(src, want)
 		rows += n
 		if err != nil {
 			return rows, err
@@ -497,11 +519,8 @@ func (w *directWriter) open() error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	w.path, w.sink, w.counter = path, sink, &countingWriter{w: sink}
-	mem := w.d.mem
-	if w.d.alloc != nil {
-		w.scope = w.d.alloc.Scope()
-		mem = w.scope
-	}
+	var mem memory.Allocator
+	mem, w.reclaim = w.d.writerMem()
 	props, ap := w.d.out.props(mem)
 	if w.mode == modeCopy {
 		w.pw, err = file.NewParquetWriterWithError(w.counter, w.d.out.parquet.Root(),
@@ -533,11 +552,11 @@ func (w *directWriter) close() error {
 	if cerr := w.sink.Close(); err == nil {
 		err = cerr
 	}
-	path, scope := w.path, w.scope
-	w.fw, w.pw, w.rg, w.sink, w.path, w.scope = nil, nil, nil, nil, "", nil
+	path, reclaim := w.path, w.reclaim
+	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim = nil, nil, nil, nil, "", nil
 	if err != nil {
 		// A writer that failed to close may not have freed its buffers.
-		releaseScope(scope)
+		reclaimBuffers(reclaim)
 		_ = w.fs.Remove(path)
 		return fmt.Errorf("finish %s: %w", path, err)
 	}
@@ -566,16 +585,25 @@ func (w *directWriter) abort() error {
 	}
 	// A close that failed (columns of unequal rows after a read error)
 	// leaves buffers unfreed; the writer is dropped, so free them here.
-	releaseScope(w.scope)
+	reclaimBuffers(w.reclaim)
 	_ = w.sink.Close()
 	err := w.fs.Remove(w.path)
-	w.fw, w.pw, w.rg, w.sink, w.path, w.scope = nil, nil, nil, nil, "", nil
+	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim = nil, nil, nil, nil, "", nil
 	return err
 }
 
-func releaseScope(s *offheap.Scope) {
-	if s != nil {
-		s.Release()
+// writerMem returns the allocator of one output file's writer and the
+// reclaim of its buffers (nil on the Go heap, whose collector reclaims them).
+func (d *directTable) writerMem() (memory.Allocator, func()) {
+	if d.alloc == nil {
+		return d.mem, nil
+	}
+	return d.alloc()
+}
+
+func reclaimBuffers(reclaim func()) {
+	if reclaim != nil {
+		reclaim()
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,47 +22,13 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/offheap"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
-
-// pathLog records which path each group took, and why.
-type pathLog struct {
-	mu    sync.Mutex
-	paths []string // one per group
-	whys  []string
-}
-
-func (l *pathLog) hook(_ *Group, path, why string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.paths = append(l.paths, path)
-	if why != "" {
-		l.whys = append(l.whys, why)
-	}
-}
-
-func (l *pathLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.paths)
-}
-
-type writeMode struct {
-	path string // as onPath reports it
-	opts Options
-}
-
-// writeModes are the ways a group of plain files can be rewritten, each
-// forced by its options: leaf by leaf, as Arrow batches, through iceberg-go.
-var writeModes = []writeMode{
-	{"copy", Options{}},
-	{"direct", Options{noCopy: true}},
-	{"iceberg-go", Options{noDirect: true}},
-}
 
 // compareModes checks that each mode's files are what iceberg-go (the last
 // mode) writes, partition by partition; files is how many each partition
@@ -103,7 +69,7 @@ func guarded(t *testing.T, opts Options) Options {
 			t.Errorf("%d bytes of writer buffers never freed", m)
 		}
 	})
-	opts.Allocator = a
+	opts.Allocator = a.ScopeFunc
 	return opts
 }
 
@@ -145,8 +111,9 @@ func setProps(t testing.TB, f *fixture, props map[string]string) {
 	}
 }
 
-// compactAll plans and runs a compaction and checks the rows are unchanged.
-func compactAll(t *testing.T, f *fixture, cfg Config, opts Options) *Result {
+// compactAll plans and runs a compaction through paths and checks the rows
+// are unchanged.
+func compactAll(t *testing.T, f *fixture, cfg Config, paths []rewritePath) *Result {
 	t.Helper()
 	ctx := context.Background()
 	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
@@ -156,7 +123,7 @@ func compactAll(t *testing.T, f *fixture, cfg Config, opts Options) *Result {
 	if plan.Empty() {
 		t.Fatal("nothing planned")
 	}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, opts))
+	res, err := execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, Options{}), paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +179,7 @@ func TestDirectPathWritesWhatIcebergGoWrites(t *testing.T) {
 				setProps(t, f, tc.props)
 				before := verifyTable(t, f.tbl)
 				var log pathLog
-				opts := mode.opts
-				opts.onPath = log.hook
-				compactAll(t, f, cfg, opts)
+				compactAll(t, f, cfg, log.watch(mode.paths))
 				// The independent reader reads the same rows from the new files.
 				if after := verifyTable(t, f.reload(t)); after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
 					t.Fatalf("%s: verifier: %d rows %s after, %d rows %s before", mode.path, after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
@@ -391,7 +356,7 @@ func TestDirectPathLeavesOtherGroupsToIcebergGo(t *testing.T) {
 			cfg := testConfig()
 			cfg.DeleteFileThreshold = 1
 			var log pathLog
-			compactAll(t, f, cfg, Options{onPath: log.hook})
+			compactAll(t, f, cfg, log.watch(defaultPaths()))
 			if got := log.all(); len(got) != 1 || got[0] != "iceberg-go" {
 				t.Fatalf("paths %v, want iceberg-go", got)
 			}
@@ -418,7 +383,8 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 	}{
 		{"copy", copyMode, false},
 		{"direct", arrowMode, false},
-		{"copy, a column failing mid-batch", copyMode, true},
+		// Read by ranges, so that a column chunk is a read of its own.
+		{"copy, a column failing mid-batch", writeMode{"copy", []rewritePath{copyPath(-1), arrowPath(-1), scanPath}}, true},
 	}
 	for _, tc := range cases {
 		mode := tc.mode
@@ -436,8 +402,6 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 			}
 			var log pathLog
 			var written []string
-			opts := mode.opts
-			opts.onPath = log.hook
 			fail := func(i int) error {
 				if i < 12 {
 					return nil
@@ -450,17 +414,39 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 				}
 				return errors.New("unreadable (test)")
 			}
+			index := map[string]int{} // the group's files
+			for i, task := range plan.Groups[0].tasks {
+				index[task.File.FilePath()] = i
+			}
+			fs := &faultyIO{}
 			if tc.column {
-				opts.failColumn = func(i, col int) error {
-					if col != 5 {
+				// Fails the read of leaf 5 of the i-th file.
+				fs.readFails = func(p string, off int64, n int) error {
+					i := index[p]
+					if i < 12 {
 						return nil
 					}
-					return fail(i)
+					for _, c := range columnChunks(t, p, 5) {
+						if off < c[1] && off+int64(n) > c[0] {
+							return fail(i)
+						}
+					}
+					return nil
 				}
 			} else {
-				opts.failFile = fail
+				// Fails the reading of the i-th file's rows, after its footer.
+				fs.openFails = func(p string, opened int) error {
+					if i, ok := index[p]; ok && opened > 0 {
+						return fail(i)
+					}
+					return nil
+				}
 			}
-			res, err := Execute(ctx, f.cat, f.reload(t), plan, cfg, guarded(t, opts))
+			tbl := withIO(t, f.reload(t), f.cat.(table.CatalogIO), func(real iceio.WriteFileIO) iceio.IO {
+				fs.WriteFileIO = real
+				return fs
+			})
+			res, err := execute(ctx, f.cat, tbl, plan, cfg, guarded(t, Options{}), log.watch(mode.paths))
 			if err == nil || !strings.Contains(err.Error(), "unreadable (test)") || len(res.GroupsFailed) != 1 || res.GroupsCommitted != 0 {
 				t.Fatalf("err %v result %+v; want the group failed", err, res)
 			}
@@ -485,6 +471,30 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 	}
 }
 
+// columnChunks returns the byte ranges, [start, end), of column col's
+// chunks in a Parquet file.
+func columnChunks(t *testing.T, p string, col int) [][2]int64 {
+	t.Helper()
+	r, err := file.OpenParquetFile(strings.TrimPrefix(p, "file://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out [][2]int64
+	for i := range r.NumRowGroups() {
+		cc, err := r.MetaData().RowGroup(i).ColumnChunk(col)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := cc.DataPageOffset()
+		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() < start {
+			start = cc.DictionaryPageOffset()
+		}
+		out = append(out, [2]int64{start, start + cc.TotalCompressedSize()})
+	}
+	return out
+}
+
 // Files written by Spark and PyIceberg carry other Parquet annotations than
 // iceberg-go's (an int column without an Int(32) annotation, for one) but
 // decode to the same values: the direct path takes them and writes what
@@ -502,9 +512,7 @@ func TestDirectPathOnForeignFilesWritesWhatIcebergGoWrites(t *testing.T) {
 				f.rows, f.sum = checksum(t, tbl)
 				before := testenv.Verify(t, dir)
 				var log pathLog
-				opts := mode.opts
-				opts.onPath = log.hook
-				compactAll(t, f, cfg, opts)
+				compactAll(t, f, cfg, log.watch(mode.paths))
 				// Their files store some leaves otherwise than iceberg-go's
 				// output: they cannot be copied leaf by leaf.
 				want := mode.path
@@ -595,9 +603,7 @@ func TestDirectPathBucketAndTruncatePartitions(t *testing.T) {
 		}
 		f.rows, f.sum = checksum(t, f.tbl)
 		var log pathLog
-		opts := mode.opts
-		opts.onPath = log.hook
-		compactAll(t, f, testConfig(), opts)
+		compactAll(t, f, testConfig(), log.watch(mode.paths))
 		if got := log.all(); len(got) < 3 || slices.ContainsFunc(got, func(p string) bool { return p != mode.path }) {
 			t.Fatalf("paths %v (why %v), want %s for the groups of every bucket", got, log.whys, mode.path)
 		}
@@ -635,7 +641,7 @@ func TestCopyModeReadsAcrossPagesAndRowGroups(t *testing.T) {
 				opt := gen.Options{Appends: 12, RowsPerAppend: 1500, Partitions: 2, Seed: 7, Properties: props}
 				cat, tbl, dir := testenv.GeneratedTable(t, opt)
 				f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
-				out = append(out, compactInMode(t, f, mode.path, mode.opts, 2, "properties.key_value.value", 5, 3))
+				out = append(out, compactInMode(t, f, mode, 2, "properties.key_value.value", 5, 3))
 			}
 			compareModes(t, out, 1)
 		})
@@ -647,8 +653,9 @@ func TestCopyModeReadsAcrossPagesAndRowGroups(t *testing.T) {
 // of column per row group, and that every group takes the mode; the rows
 // and the independent reader's checksum must not change. It returns the
 // files written, by partition.
-func compactInMode(t *testing.T, f *fixture, path string, opts Options, groups int, column string, minRowGroups, minPages int) map[string][]iceberg.DataFile {
+func compactInMode(t *testing.T, f *fixture, mode writeMode, groups int, column string, minRowGroups, minPages int) map[string][]iceberg.DataFile {
 	t.Helper()
+	path := mode.path
 	f.rows, f.sum = checksum(t, f.tbl)
 	if path == "copy" {
 		in := liveDataFiles(t, f.tbl)[0].FilePath()
@@ -658,8 +665,7 @@ func compactInMode(t *testing.T, f *fixture, path string, opts Options, groups i
 	}
 	before := verifyTable(t, f.tbl)
 	var log pathLog
-	opts.onPath = log.hook
-	compactAll(t, f, testConfig(), opts)
+	compactAll(t, f, testConfig(), log.watch(mode.paths))
 	if got := log.all(); len(got) != groups || slices.ContainsFunc(got, func(p string) bool { return p != path }) {
 		t.Fatalf("paths %v (why %v), want %s for %d groups", got, log.whys, path, groups)
 	}
@@ -843,10 +849,62 @@ func TestCopyModeNestedColumns(t *testing.T) {
 			rec.Release()
 		}
 		f := &fixture{cat: cat, tbl: tbl, dir: dir}
-		out = append(out, compactInMode(t, f, mode.path, mode.opts, 1, "tags.list.element", 2, 2))
+		out = append(out, compactInMode(t, f, mode, 1, "tags.list.element", 2, 2))
 		if f.rows != 3200 {
 			t.Fatalf("%d rows; want the 3,200 appended", f.rows)
 		}
 	}
 	compareModes(t, out, 1)
+}
+
+// countingMem is a Go allocator that counts its allocations.
+type countingMem struct {
+	memory.Allocator
+	n atomic.Int64
+}
+
+func (m *countingMem) Allocate(n int) []byte {
+	m.n.Add(1)
+	return m.Allocator.Allocate(n)
+}
+
+// The direct path's writers take their buffers from the allocator in the
+// options, one per output file; without one (the binary's
+// MAINTAINER_OFFHEAP_BUFFERS=off) they use the Go heap.
+func TestWriterBuffersComeFromTheAllocator(t *testing.T) {
+	f := newTable(t, 6, 200, 1)
+	d, why := newDirectTable(f.tbl, nil)
+	if d == nil {
+		t.Fatal(why)
+	}
+	if mem, reclaim := d.writerMem(); reclaim != nil {
+		t.Errorf("a reclaim without an allocator")
+	} else if _, ok := mem.(*memory.GoAllocator); !ok {
+		t.Errorf("writers allocate from %T without an allocator; want the Go heap", mem)
+	}
+	for _, mode := range writeModes[:2] {
+		t.Run(mode.path, func(t *testing.T) {
+			f := newTable(t, 6, 200, 1)
+			var files atomic.Int64
+			mem := &countingMem{Allocator: memory.NewGoAllocator()}
+			alloc := func() (memory.Allocator, func()) { files.Add(1); return mem, func() {} }
+			ctx := context.Background()
+			plan, err := PlanTable(ctx, f.tbl, testConfig(), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log pathLog
+			res, err := execute(ctx, f.cat, f.tbl, plan, testConfig(), Options{Allocator: alloc}, log.watch(mode.paths))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := log.all(); len(got) != 1 || got[0] != mode.path {
+				t.Fatalf("paths %v, want %s", got, mode.path)
+			}
+			if files.Load() != int64(res.FilesWritten) || mem.n.Load() == 0 {
+				t.Errorf("%d files written, %d allocators taken, %d allocations; want one allocator per file, used",
+					res.FilesWritten, files.Load(), mem.n.Load())
+			}
+		})
+	}
 }

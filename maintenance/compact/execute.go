@@ -11,22 +11,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
-	"github.com/iceberg-maintainer/maintainer/internal/offheap"
-)
-
-// Snapshot summary keys the maintainer writes on its own commits, so that
-// triggers can tell maintenance commits from writers' commits.
-const (
-	SummaryOperation = "maintainer.operation"
-	SummaryRunID     = "maintainer.run-id"
-	SummaryBatch     = "maintainer.batch"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Sentinel errors; callers classify with errors.Is.
@@ -58,27 +49,8 @@ type Options struct {
 	WriteBufferBatches int
 	// Allocator backs the buffers of the direct path's Parquet writers,
 	// which hold a row group of pages until it is written (nil: the Go
-	// heap); each output file takes a scope of it.
-	Allocator *offheap.Allocator
-	// Test hooks: beforeCommit runs before each commit attempt; dropBatch
-	// loses the n-th batch between reader and writer, as a buggy writer
-	// would, to prove the row check catches it.
-	beforeCommit func(attempt int) error
-	dropBatch    func(n int) bool
-	// noDirect sends every group through iceberg-go; onPath learns which
-	// path each group took and why.
-	noDirect bool
-	onPath   func(g *Group, path, why string)
-	// noCopy keeps the direct path from copying leaf by leaf (Arrow mode
-	// only); failFile fails its reading of the i-th file of a group, after
-	// the files before it were written; failColumn fails copy mode's
-	// reading of leaf col of the i-th file, mid-batch.
-	noCopy     bool
-	failFile   func(i int) error
-	failColumn func(i, col int) error
-	// wholeFileMax replaces the largest input file read whole; < 0 reads
-	// every file by ranges.
-	wholeFileMax int64
+	// heap); each output file takes its own from it.
+	Allocator WriterAllocator
 }
 
 // Result is what a compaction run did.
@@ -119,6 +91,11 @@ type groupOutput struct {
 // The returned error is non-nil when any group failed or the run was
 // cancelled; Result says what did land.
 func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
+	return execute(ctx, cat, tbl, plan, cfg, opts, defaultPaths())
+}
+
+// execute is Execute trying the given paths for each group, in order.
+func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options, paths []rewritePath) (*Result, error) {
 	res := &Result{}
 	if plan.Empty() {
 		return res, nil
@@ -141,7 +118,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
 		log: opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
-	e.setDirect(tbl)
+	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, target: plan.TargetFileSize, opts: opts}, paths)
 
 	// Groups are written by a bounded pool; the committer takes them in
 	// completion order.
@@ -161,7 +138,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outputs <- e.rewriteGroup(ctx, tbl, g)
+				outputs <- e.rewriteGroup(ctx, g)
 			}()
 		}
 		wg.Wait()
@@ -226,41 +203,46 @@ type executor struct {
 	log     *slog.Logger
 	current *table.Table
 	batches int
-	// direct is the direct path for this table, nil when the table cannot
-	// take it (directReason says why).
-	direct       *directTable
-	directReason string
+	// paths rewrite groups: each is tried in turn until one takes the group.
+	paths []rewriter
+}
+
+// buildPaths builds the rewriters of one run over one table.
+func buildPaths(env *pathEnv, paths []rewritePath) []rewriter {
+	out := make([]rewriter, len(paths))
+	for i, p := range paths {
+		out[i] = p(env)
+	}
+	return out
 }
 
 // rewriteGroup reads one group with its deletes applied and writes it out
-// again, counting rows on both sides, then verifies the counts.
-func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group) (out groupOutput) {
+// again through the first path that takes it, counting rows on both sides,
+// then verifies the counts.
+func (e *executor) rewriteGroup(ctx context.Context, g *Group) (out groupOutput) {
 	out.g = g
 	if ctx.Err() != nil {
 		out.err = context.Cause(ctx)
 		return out
 	}
-	path, why := "iceberg-go", e.directReason
-	if e.direct != nil {
-		if why = e.direct.groupReason(g); why == "" {
-			var mode directMode
-			out.files, out.rowsRead, mode, out.err = e.rewriteDirect(ctx, e.direct, g)
-			if path = string(mode); mode == "" {
-				path = string(modeArrow) // failed before it chose
-			}
-			if other := (*errOtherColumns)(nil); errors.As(out.err, &other) {
-				// Found before anything was written.
-				path, why, out = "iceberg-go", other.why, groupOutput{g: g}
-			}
+	in := &groupInput{g: g}
+	var path string
+	var whys []string
+	for _, p := range e.paths {
+		files, rows, err := p.rewrite(ctx, in)
+		if d := (*declined)(nil); errors.As(err, &d) {
+			e.removeFiles(files) // a path declines before it writes: none, if any
+			whys = append(whys, p.name()+": "+d.why)
+			continue
 		}
+		path, out.files, out.rowsRead, out.err = p.name(), files, rows, err
+		break
 	}
-	if path == "iceberg-go" {
-		out.files, out.rowsRead, out.err = e.rewriteScan(ctx, tbl, g)
+	why := strings.Join(whys, "; ")
+	if path == "" {
+		out.err = fmt.Errorf("no rewrite path takes the group: %s", why)
 	}
 	e.log.Debug("group read and written", "partition", g.Partition, "path", path, "why", why)
-	if e.opts.onPath != nil {
-		e.opts.onPath(g, path, why)
-	}
 	if out.err == nil {
 		out.err = e.verify(g, out.files, out.rowsRead)
 	}
@@ -269,71 +251,6 @@ func (e *executor) rewriteGroup(ctx context.Context, tbl *table.Table, g *Group)
 		out.files = nil
 	}
 	return out
-}
-
-// setDirect prepares the direct path for tbl unless the options rule it out.
-func (e *executor) setDirect(tbl *table.Table) {
-	if e.opts.noDirect {
-		e.directReason = "disabled"
-		return
-	}
-	e.direct, e.directReason = newDirectTable(tbl, e.opts.Allocator)
-}
-
-// rewriteScan rewrites a group through iceberg-go's scan, which applies
-// deletes and projects old files onto the current schema, and its writer.
-func (e *executor) rewriteScan(ctx context.Context, tbl *table.Table, g *Group) (files []iceberg.DataFile, readRows int64, err error) {
-	meta := tbl.Metadata()
-	lineage := meta.Version() >= 3 && allHaveLineage(g.tasks)
-	scanOpts := []table.ScanOption{table.WithMaxConcurrency(1), table.WithArrowBatchSize(e.opts.ArrowBatchRows)}
-	if lineage {
-		scanOpts = append(scanOpts, table.WithRowLineage())
-	}
-	schema, records, err := tbl.Scan(scanOpts...).ReadTasks(ctx, g.tasks)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read group: %w", err)
-	}
-	writeOpts := []table.WriteRecordOption{
-		table.WithTargetFileSize(e.plan.TargetFileSize),
-		table.WithRecordBatchBufferSize(e.opts.WriteBufferBatches),
-	}
-	// A group of the current spec is one partition, so its stream is
-	// clustered. Files of an older spec may spread over several partitions
-	// of the current one: those go through the fanout writer.
-	if g.SpecID == meta.DefaultPartitionSpec() {
-		writeOpts = append(writeOpts, table.WithClusteredWrite())
-	}
-	if lineage {
-		projected := iceberg.SchemaWithRowLineage(tbl.Schema())
-		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{
-			IncludeFieldIDs: true, TableProperties: meta.Properties(),
-		}); err != nil {
-			return nil, 0, fmt.Errorf("build row-lineage schema: %w", err)
-		}
-		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
-	}
-	counted := func(yield func(arrow.RecordBatch, error) bool) {
-		n := 0
-		for rec, err := range records {
-			if err == nil {
-				readRows += rec.NumRows()
-				if n++; e.opts.dropBatch != nil && e.opts.dropBatch(n) {
-					rec.Release()
-					continue
-				}
-			}
-			if !yield(rec, err) {
-				return
-			}
-		}
-	}
-	for df, werr := range table.WriteRecords(ctx, tbl, schema, counted, writeOpts...) {
-		if werr != nil {
-			return files, readRows, fmt.Errorf("write group: %w", werr)
-		}
-		files = append(files, df)
-	}
-	return files, readRows, nil
 }
 
 // verify checks the rows written against the rows read, reading the row
@@ -376,15 +293,6 @@ func parquetRows(fs iceio.IO, path string) (int64, error) {
 	return rdr.NumRows(), nil
 }
 
-func allHaveLineage(tasks []table.FileScanTask) bool {
-	for _, t := range tasks {
-		if t.FirstRowID == nil {
-			return false
-		}
-	}
-	return len(tasks) > 0
-}
-
 func (e *executor) fail(out groupOutput, err error) {
 	e.res.GroupsFailed = append(e.res.GroupsFailed, GroupFailure{Partition: out.g.Partition, Files: out.g.Files, Err: err})
 	if !errors.Is(err, context.Canceled) {
@@ -419,14 +327,6 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 				e.discard(out, context.Cause(ctx))
 			}
 			return
-		}
-		if e.opts.beforeCommit != nil {
-			if err := e.opts.beforeCommit(attempt); err != nil {
-				for _, out := range batch {
-					e.discard(out, err)
-				}
-				return
-			}
 		}
 		var conflicted []groupOutput
 		batch, conflicted = e.dropConflicts(ctx, batch)
@@ -516,9 +416,9 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 	}
 	txn := e.current.NewTransaction()
 	rw := txn.NewRewrite(iceberg.Properties{
-		SummaryOperation: "compact",
-		SummaryRunID:     e.opts.RunID,
-		SummaryBatch:     batchID,
+		tableprops.SummaryOperation: "compact",
+		tableprops.SummaryRunID:     e.opts.RunID,
+		tableprops.SummaryBatch:     batchID,
 	})
 	// Keep the data sequence number of the planned snapshot, as Spark's
 	// use-starting-sequence-number does: equality deletes committed by a
@@ -594,7 +494,7 @@ func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.S
 		return nil
 	}
 	for _, s := range fresh.Metadata().Snapshots() {
-		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID && s.Summary.Properties[SummaryBatch] == batchID {
+		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID && s.Summary.Properties[tableprops.SummaryBatch] == batchID {
 			e.current = fresh
 			return &s
 		}
@@ -630,7 +530,7 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 	currentSpec := meta.DefaultPartitionSpec()
 	s := head
 	for s != nil && s.SnapshotID != e.plan.SnapshotID {
-		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == e.opts.RunID {
+		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID {
 			s = parent(meta, s)
 			continue // our own earlier batch
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // TestCompactFixtures compacts every table written by Spark, Flink, Hive,
-// Impala and PyIceberg in shared/fixtures, then reads it back with the
+// Impala and PyIceberg in testdata/fixtures, then reads it back with the
 // independent verifier: the current snapshot must hold exactly the rows of
 // expected.json, and every older snapshot must still read as before.
 func TestCompactFixtures(t *testing.T) {
@@ -31,7 +31,7 @@ func TestCompactFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log pathLog
-			res, err := Execute(ctx, cat, tbl, plan, cfg, guarded(t, Options{onPath: log.hook}))
+			res, err := execute(ctx, cat, tbl, plan, cfg, guarded(t, Options{}), log.watch(defaultPaths()))
 			if err != nil {
 				t.Fatalf("compaction failed: %v\nplan groups: %+v", err, plan.Groups)
 			}

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	icecompaction "github.com/apache/iceberg-go/table/compaction"
+
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 )
 
 // Plan is what one compaction run will do to one table. It is a value: the
@@ -161,7 +163,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID)}
 	if cfg.Where != "" {
-		expr, err := ParseWhere(cfg.Where)
+		expr, err := rowfilter.Parse(cfg.Where)
 		if err != nil {
 			return nil, err
 		}

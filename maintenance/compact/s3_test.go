@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
@@ -24,13 +25,13 @@ import (
 func TestCompactionOnS3(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		wholeMax  int64
-		noCopy    bool
+		paths     []rewritePath
+		want      directMode
 		wantWhole bool
 	}{
-		{"small files read whole", 0, false, true},
-		{"read by ranges", -1, false, false},
-		{"Arrow mode, read by ranges", -1, true, false},
+		{"small files read whole", defaultPaths(), modeCopy, true},
+		{"read by ranges", []rewritePath{copyPath(-1), arrowPath(-1), scanPath}, modeCopy, false},
+		{"Arrow mode, read by ranges", []rewritePath{arrowPath(-1), scanPath}, modeArrow, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -54,19 +55,8 @@ func TestCompactionOnS3(t *testing.T) {
 				}
 				return false
 			})
-			var (
-				pathMu sync.Mutex
-				paths  []string
-			)
-			res, err := Execute(ctx, cat, tbl, plan, testConfig(), Options{
-				wholeFileMax: tc.wholeMax,
-				noCopy:       tc.noCopy,
-				onPath: func(_ *Group, path, _ string) { // from the groups' goroutines
-					pathMu.Lock()
-					defer pathMu.Unlock()
-					paths = append(paths, path)
-				},
-			})
+			var log pathLog // written from the groups' goroutines
+			res, err := execute(ctx, cat, tbl, plan, testConfig(), Options{}, log.watch(tc.paths))
 			srv.FailWhen(nil)
 			if err != nil {
 				t.Fatal(err)
@@ -74,10 +64,7 @@ func TestCompactionOnS3(t *testing.T) {
 			if res.GroupsCommitted != 2 || res.FilesRewritten != 12 || res.FilesWritten != 2 || res.RowsWritten != rows {
 				t.Fatalf("result %+v; want 2 groups of 12 files into 2 with %d rows", res, rows)
 			}
-			want := modeCopy
-			if tc.noCopy {
-				want = modeArrow
-			}
+			want, paths := tc.want, log.all()
 			if len(paths) != 2 || paths[0] != string(want) || paths[1] != string(want) {
 				t.Fatalf("groups took paths %v; want %s for both", paths, want)
 			}
@@ -179,13 +166,23 @@ func TestFailedGroupOnS3DeletesOnlyWhatItWrote(t *testing.T) {
 		}
 		return false
 	})
-	res, err := Execute(ctx, st.cat, st.tbl, plan, testConfig(), Options{failFile: func(i int) error {
-		if i < 3 {
-			return nil
+	index := map[string]int{} // each file's place in its group
+	for _, g := range plan.Groups {
+		for i, task := range g.tasks {
+			index[task.File.FilePath()] = i
 		}
-		// Files 0-2 of the group are in the open output file by now.
-		return errors.New("unreadable (test)")
-	}})
+	}
+	tbl := withIO(t, st.tbl, st.cat, func(real iceio.WriteFileIO) iceio.IO {
+		return &faultyIO{WriteFileIO: real, openFails: func(p string, opened int) error {
+			// The reading of a file's rows, after its footer.
+			if i, ok := index[p]; !ok || opened == 0 || i < 3 {
+				return nil
+			}
+			// Files 0-2 of the group are in the open output file by now.
+			return errors.New("unreadable (test)")
+		}}
+	})
+	res, err := Execute(ctx, st.cat, tbl, plan, testConfig(), Options{})
 	st.srv.FailWhen(nil)
 	if err == nil || len(res.GroupsFailed) != 2 || res.GroupsCommitted != 0 {
 		t.Fatalf("err %v, result %+v; want both groups failed", err, res)

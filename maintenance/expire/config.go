@@ -52,21 +52,24 @@ var legacyKeys = map[string]string{
 // min-snapshots-to-keep / max-snapshot-age-ms / max-ref-age-ms (for that
 // ref only) > this config > the table's history.expire.* property >
 // Iceberg's default (retain 1, 5 days, refs kept forever).
+//
+// The yaml tags are the keys of the expire block of the maintainer's config
+// and the fields Validate names.
 type Config struct {
-	Enabled bool
+	Enabled bool `yaml:"enabled"`
 	// RetainLast is the floor: the newest RetainLast ancestors of every
 	// branch are kept whatever their age. 0 = table property, else 1.
-	RetainLast int
+	RetainLast int `yaml:"retain_last"`
 	// MaxSnapshotAge is the cut-off: beyond the floor, snapshots older than
 	// this expire. 0 = table property, else DefaultMaxSnapshotAge.
-	MaxSnapshotAge time.Duration
+	MaxSnapshotAge time.Duration `yaml:"max_snapshot_age"`
 	// MaxRefAge removes branches and tags (never main) whose snapshot is
 	// older than this. 0 = table property, else refs are kept forever.
-	MaxRefAge time.Duration
+	MaxRefAge time.Duration `yaml:"max_ref_age"`
 	// DeleteConcurrency is how many delete calls run at once.
-	DeleteConcurrency int
+	DeleteConcurrency int `yaml:"delete_concurrency"`
 	// CommitRetries bounds re-load, re-plan and re-commit after a conflict.
-	CommitRetries int
+	CommitRetries int `yaml:"commit_retries"`
 }
 
 // DefaultConfig returns the production defaults: everything derived from the

@@ -59,31 +59,33 @@ const (
 	MaxDeleteBatch = 1000
 )
 
-// Config is the orphan-removal policy for one table.
+// Config is the orphan-removal policy for one table. The yaml tags are the
+// keys of the orphans block of the maintainer's config and the fields
+// Validate names.
 type Config struct {
-	Enabled bool
+	Enabled bool `yaml:"enabled"`
 	// MinAge: files modified more recently than now-MinAge are never
 	// deleted. At least MinAgeFloor.
-	MinAge time.Duration
+	MinAge time.Duration `yaml:"min_age"`
 	// EqualSchemes maps URI schemes to the scheme they are equal to, e.g.
 	// {"s3a": "s3"}; a key may list several schemes separated by commas
 	// ("s3a,s3n"), as in Spark. Keys and values are compared lower-cased.
-	EqualSchemes map[string]string
+	EqualSchemes map[string]string `yaml:"equal_schemes"`
 	// EqualAuthorities maps URI authorities (bucket, host:port) to the one
 	// they are equal to; comma-separated keys as for EqualSchemes.
-	EqualAuthorities map[string]string
+	EqualAuthorities map[string]string `yaml:"equal_authorities"`
 	// PrefixMismatch is PrefixMismatchError, PrefixMismatchIgnore or
 	// PrefixMismatchDelete.
-	PrefixMismatch string
+	PrefixMismatch string `yaml:"prefix_mismatch"`
 	// Location restricts the listing to a folder inside the table location:
 	// an absolute location (URI or path) or one relative to the table
 	// location, e.g. "data". Empty = the table location.
-	Location string
+	Location string `yaml:"location"`
 	// ListConcurrency bounds the parallel prefix listings and the parallel
 	// manifest-list and manifest reads.
-	ListConcurrency int
+	ListConcurrency int `yaml:"list_concurrency"`
 	// DeleteConcurrency bounds the delete batches in flight.
-	DeleteConcurrency int
+	DeleteConcurrency int `yaml:"delete_concurrency"`
 }
 
 // DefaultConfig returns the production defaults (Spark's where they exist).

@@ -18,7 +18,7 @@ import (
 )
 
 // TestOrphansOnFixtures runs orphan removal on a copy of every table that
-// Spark, Flink, Hive, Impala and PyIceberg wrote in shared/fixtures, with
+// Spark, Flink, Hive, Impala and PyIceberg wrote in testdata/fixtures, with
 // every file of the copy made old and old orphans planted, then reads every
 // snapshot back with the independent verifier: all must still hold the rows
 // of expected.json. It also checks the referenced set against iceberg-go's

@@ -17,27 +17,30 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
-// Config says when one task is due on one table. Zero fields are off.
+// Config says when one task is due on one table. Zero fields are off. The
+// yaml tags are the keys of a task's trigger block in the maintainer's config
+// and the fields Validate names; ",size" marks a byte count that the config
+// may write with a unit (1GiB).
 type Config struct {
 	// CommitCount: due when writers made at least this many commits since
 	// the task last ran.
-	CommitCount int
+	CommitCount int `yaml:"commit_count"`
 	// DataFileCount: due when writers added at least this many data files.
-	DataFileCount int
+	DataFileCount int `yaml:"data_file_count"`
 	// DataFileBytes: due when writers added at least this many bytes. The
 	// figure is the summaries' added-files-size, which also holds the bytes
 	// of delete files committed with the data: both are work for compaction.
-	DataFileBytes int64
+	DataFileBytes int64 `yaml:"data_file_bytes,size"`
 	// DeleteFileCount: due when writers added at least this many delete
 	// files (position, equality, deletion vectors).
-	DeleteFileCount int
+	DeleteFileCount int `yaml:"delete_file_count"`
 	// Interval: due when this long has passed since the last run; a task
 	// never run is due.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval"`
 	// RateLimit: never due sooner than this after the last attempt, whatever
 	// the counters say, so a fast streaming writer cannot keep a task
 	// running back to back (and a failing task is not retried every pass).
-	RateLimit time.Duration
+	RateLimit time.Duration `yaml:"rate_limit"`
 }
 
 // Validate reports every problem at once; it never changes c.

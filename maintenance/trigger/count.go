@@ -11,12 +11,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
-
-// SummaryOperation is the snapshot summary property that tags the
-// maintainer's own commits. It must equal compact.SummaryOperation (sibling
-// packages do not import each other).
-const SummaryOperation = "maintainer.operation"
 
 // Snapshot summary keys (Iceberg spec, written by Java, Spark, Flink and
 // iceberg-go alike). Writers omit a figure that is zero.
@@ -44,14 +40,14 @@ type Counters struct {
 }
 
 // IsMaintenanceCommit reports whether s is a rewrite rather than a writer's
-// commit: the maintainer's own (tagged with SummaryOperation) or another
+// commit: the maintainer's own (tagged with tableprops.SummaryOperation) or another
 // engine's (operation "replace", e.g. Spark's rewrite_data_files). Such
 // commits, and the files they add, do not count.
 func IsMaintenanceCommit(s *table.Snapshot) bool {
 	if s.Summary == nil {
 		return false
 	}
-	_, tagged := s.Summary.Properties[SummaryOperation]
+	_, tagged := s.Summary.Properties[tableprops.SummaryOperation]
 	return tagged || s.Summary.Operation == table.OpReplace
 }
 

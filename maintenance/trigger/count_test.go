@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -109,7 +110,7 @@ func (w *writer) tagged() {
 	w.t.Helper()
 	uri, _ := w.copyFile(w.liveFiles()[0], fmt.Sprintf("tagged-%d", w.next))
 	txn := w.tbl.NewTransaction()
-	if err := txn.AddFiles(context.Background(), []string{uri}, iceberg.Properties{SummaryOperation: "compact"}, false); err != nil {
+	if err := txn.AddFiles(context.Background(), []string{uri}, iceberg.Properties{tableprops.SummaryOperation: "compact"}, false); err != nil {
 		w.t.Fatal(err)
 	}
 	w.commit(txn)
