@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"io/fs"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 

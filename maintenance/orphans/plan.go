@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Sentinel errors; callers classify with errors.Is. Every one of them means
