@@ -9,8 +9,8 @@
 //	catalog:
 //	  name: default            # default "default"
 //	  type: sql                # sql|rest|glue|hive|hadoop (required)
-//	  uri: file:/data/catalog.db  # required for sql, rest and hive
-//	  warehouse: file:///data/warehouse  # required for hadoop
+//	  uri: file:/data/catalog.db  # required for sql, rest and hive (thrift://host:port)
+//	  warehouse: file:///data/warehouse  # required for hadoop (an object store needs allow-unsafe-commits)
 //	  properties:              # passed to iceberg-go as they are
 //	    sql.driver: sqliteshim
 //	    sql.dialect: sqlite

@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"io/fs"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
@@ -103,6 +103,7 @@ func (v *validator) catalog(cat *CatalogConfig) {
 	case CatalogHadoop:
 		need("warehouse", "warehouse")
 	}
+	v.catalogChecks(cat, props)
 }
 
 // readSecret reads a *_file secret, relative to the config's directory.

@@ -298,21 +298,12 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 }
 
 func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, error) {
-	props := iceberg.Properties(c.Properties())
-	if c.Type == config.CatalogSQL {
-		// Never create a catalog by accident (a typo in the path, or no
-		// config at all): the maintainer only maintains existing tables.
-		if _, set := props["init_catalog_tables"]; !set {
-			props["init_catalog_tables"] = "false"
-		}
-		if props["sql.dialect"] == "sqlite" {
-			path, ok := sqliteuri.File(props["uri"])
-			if ok {
-				if _, err := os.Stat(path); err != nil {
-					return nil, fmt.Errorf("open sql catalog %q: SQLite database %s: %w (pass --config FILE, or run `maintainer demo` to build one)", c.Name, path, err)
-				}
+	props := catalogProps(c)
+	if c.Type == config.CatalogSQL && props["sql.dialect"] == "sqlite" {
+		if path, ok := sqliteuri.File(c.Properties()["uri"]); ok {
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("open sql catalog %q: SQLite database %s: %w (pass --config FILE, or run `maintainer demo` to build one)", c.Name, path, err)
 			}
-			props["uri"] = sqliteuri.WithBusyTimeout(props["uri"], props["sql.driver"], sqliteuri.BusyTimeout)
 		}
 	}
 	cat, err := catalog.Load(ctx, c.Name, props)
@@ -326,6 +317,24 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 		return nil, fmt.Errorf("open %s catalog %q%s: %w", c.Type, c.Name, where, err)
 	}
 	return cat, nil
+}
+
+// catalogProps are the properties handed to iceberg-go's catalog.Load: the
+// config's, with what the maintainer adds to a SQL catalog.
+func catalogProps(c config.CatalogConfig) iceberg.Properties {
+	props := iceberg.Properties(c.Properties())
+	if c.Type != config.CatalogSQL {
+		return props
+	}
+	// Never create a catalog by accident (a typo in the path, or no
+	// config at all): the maintainer only maintains existing tables.
+	if _, set := props["init_catalog_tables"]; !set {
+		props["init_catalog_tables"] = "false"
+	}
+	if props["sql.dialect"] == "sqlite" {
+		props["uri"] = sqliteuri.WithBusyTimeout(props["uri"], props["sql.driver"], sqliteuri.BusyTimeout)
+	}
+	return props
 }
 
 // tables lists the selected tables; a listing failure means the catalog is

@@ -1,5 +1,16 @@
 // Command maintainer keeps Apache Iceberg tables healthy: it compacts small
 // files, expires snapshots and removes orphan files.
+//
+// Wiring, one hop each: cli.go loads the config (package config, whose
+// tasks.go decodes each task block onto its component's Config) and builds a
+// maintenance.Runner from the catalog, the lease backend (services.go) and
+// the trigger state; maintenance.Tasks (maintenance/tasks.go) is the ordered
+// list of tasks, each run by its adapter (maintenance/compact_task.go,
+// expire_task.go, orphans_task.go) over its package (maintenance/compact,
+// maintenance/expire, maintenance/orphans). serve.go runs the
+// maintenance.Scheduler, and queue.go joins it to the HTTP server (package
+// server). runtime.go sets the memory limits and the Parquet writers'
+// allocator handed to compaction.
 package main
 
 import (

@@ -14,7 +14,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -29,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/lock"
 )
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"log/slog"
 	"maps"
 	"slices"
@@ -16,6 +15,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Sentinel errors of Execute; callers classify with errors.Is.

@@ -15,23 +15,21 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 )
 
 // readConcurrency is how many manifest lists or manifests are read at once.
 // Reads are small and latency-bound on object stores.
 const readConcurrency = 8
 
-// noStats skips column bounds and counts when decoding manifest entries:
-// only paths, content and status are needed here.
-var noStats = iceberg.ManifestEntryProjection{IncludePruningStats: false}
-
 // planFiles finds the files that only expired snapshots reference: their
 // manifest lists, the manifests no retained snapshot lists, the data and
 // delete files of those manifests that no retained manifest holds live, and
 // the statistics files of expired snapshots. Each manifest is read once and
 // its entries streamed; each manifest list is scanned once for its paths,
-// and decoded in full again only when one of its manifests must be opened.
-// Memory is bounded by the candidates and the retained manifest paths.
+// and again only when one of its manifests must be opened. Memory is
+// bounded by the candidates and the retained manifest paths.
 func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[int64]bool, p *Plan) error {
 	expired := make(map[int64]bool, len(p.Expired))
 	for _, e := range p.Expired {
@@ -61,7 +59,7 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Retained: true, Err: err.Error()})
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("read manifest list of retained snapshot %d: %w", s.SnapshotID, err)
+			return fmt.Errorf("retained snapshot %d: %w", s.SnapshotID, err)
 		}
 		for _, k := range paths {
 			p.retainedManifests[k] = struct{}{}
@@ -92,7 +90,7 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Err: err.Error()})
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("read manifest list of expiring snapshot %d: %w", s.SnapshotID, err)
+			return fmt.Errorf("expiring snapshot %d: %w", s.SnapshotID, err)
 		}
 		if _, ok := retainedLists[key(s.ManifestList)]; s.ManifestList != "" && !ok {
 			files[key(s.ManifestList)] = File{Path: s.ManifestList, Kind: KindManifestList, Size: size}
@@ -107,8 +105,7 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	if err != nil {
 		return err
 	}
-	// Reading entries needs the full manifest records (spec, content,
-	// sequence numbers): re-read only the lists that named a candidate.
+	// Re-read only the lists that named a candidate, for its length.
 	candMans, err := manifestsOf(ctx, fs, distinctSnapshots(candFrom), func(k string) bool { _, ok := candFrom[k]; return ok })
 	if err != nil {
 		return err
@@ -121,23 +118,22 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	// snapshots; all entries, since a DELETED entry names a file that some
 	// older, possibly expired, snapshot read.
 	var hasContent bool
-	err = forEach(ctx, candMans, func(m iceberg.ManifestFile) error {
+	err = forEach(ctx, candMans, func(m listEntry) error {
 		var local []File
-		for e, err := range iceberg.EntriesWithProjection(fs, m, false, noStats) {
-			if missing(err) {
-				mu.Lock()
-				p.Unreadable = append(p.Unreadable, Unreadable{Path: m.FilePath(), Err: err.Error()})
-				mu.Unlock()
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			df := e.DataFile()
-			local = append(local, File{Path: df.FilePath(), Kind: contentKind(df.ContentType()), Size: df.FileSizeBytes()})
+		err := readEntries(fs, m, false, func(e *manifestscan.ManifestEntry) {
+			local = append(local, File{Path: string(e.FilePath), Kind: contentKind(e.Content), Size: e.FileSizeInBytes})
+		})
+		if missing(err) {
+			mu.Lock()
+			p.Unreadable = append(p.Unreadable, Unreadable{Path: m.Path, Err: err.Error()})
+			mu.Unlock()
+			return nil
+		} else if err != nil {
+			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		files[key(m.FilePath())] = File{Path: m.FilePath(), Kind: KindManifest, Size: m.Length()}
+		files[key(m.Path)] = File{Path: m.Path, Kind: KindManifest, Size: m.Length}
 		for _, f := range local {
 			files[key(f.Path)] = f
 			hasContent = true
@@ -156,20 +152,20 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 			return err
 		}
 		var live []string
-		err = forEach(ctx, retainedMans, func(m iceberg.ManifestFile) error {
+		err = forEach(ctx, retainedMans, func(m listEntry) error {
 			var hits []string
-			for e, err := range iceberg.EntriesWithProjection(fs, m, true, noStats) {
-				if missing(err) {
-					mu.Lock()
-					p.Unreadable = append(p.Unreadable, Unreadable{Path: m.FilePath(), Retained: true, Err: err.Error()})
-					mu.Unlock()
-					return nil
-				} else if err != nil {
-					return fmt.Errorf("read retained manifest %s: %w", m.FilePath(), err)
+			err := readEntries(fs, m, true, func(e *manifestscan.ManifestEntry) {
+				if retainedKey(files, e.FilePath) {
+					hits = append(hits, key(string(e.FilePath)))
 				}
-				if _, ok := files[key(e.DataFile().FilePath())]; ok {
-					hits = append(hits, key(e.DataFile().FilePath()))
-				}
+			})
+			if missing(err) {
+				mu.Lock()
+				p.Unreadable = append(p.Unreadable, Unreadable{Path: m.Path, Retained: true, Err: err.Error()})
+				mu.Unlock()
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("retained: %w", err)
 			}
 			mu.Lock()
 			live = append(live, hits...)
@@ -252,15 +248,15 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 			fresh = append(fresh, s)
 		}
 	}
-	var newMans []iceberg.ManifestFile
+	var newMans []listEntry
 	err := forEach(ctx, fresh, func(s table.Snapshot) error {
-		mans, err := readManifestList(fs, s)
+		mans, err := readList(fs, s)
 		if err != nil {
-			return fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+			return fmt.Errorf("snapshot %d: %w", s.SnapshotID, err)
 		}
 		for _, m := range mans {
-			mark(m.FilePath())
-			if _, known := p.retainedManifests[key(m.FilePath())]; !known {
+			mark(m.Path)
+			if _, known := p.retainedManifests[key(m.Path)]; !known {
 				mu.Lock()
 				newMans = append(newMans, m)
 				mu.Unlock()
@@ -271,14 +267,8 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 	if err != nil || !hasContent {
 		return refd, err
 	}
-	err = forEach(ctx, newMans, func(m iceberg.ManifestFile) error {
-		for e, err := range iceberg.EntriesWithProjection(fs, m, true, noStats) {
-			if err != nil {
-				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			mark(e.DataFile().FilePath())
-		}
-		return nil
+	err = forEach(ctx, newMans, func(m listEntry) error {
+		return readEntries(fs, m, true, func(e *manifestscan.ManifestEntry) { mark(string(e.FilePath)) })
 	})
 	return refd, err
 }
@@ -320,7 +310,7 @@ func key(path string) string {
 
 // retainedKey reports whether set holds key(path) without allocating,
 // except for the s3a:// and s3n:// aliases.
-func retainedKey(set map[string]struct{}, path []byte) bool {
+func retainedKey[V any](set map[string]V, path []byte) bool {
 	var ok bool
 	switch {
 	case bytes.HasPrefix(path, []byte("s3a://")), bytes.HasPrefix(path, []byte("s3n://")):
@@ -337,8 +327,8 @@ func retainedKey(set map[string]struct{}, path []byte) bool {
 
 func missing(err error) bool { return err != nil && errors.Is(err, iofs.ErrNotExist) }
 
-func contentKind(c iceberg.ManifestEntryContent) FileKind {
-	switch c {
+func contentKind(c int32) FileKind {
+	switch iceberg.ManifestEntryContent(c) {
 	case iceberg.EntryContentPosDeletes:
 		return KindPositionDeletes
 	case iceberg.EntryContentEqDeletes:

@@ -1,14 +1,12 @@
 package expire
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
 
@@ -134,56 +132,5 @@ func TestUnreadableSnapshot(t *testing.T) {
 				t.Fatalf("current snapshot: %d rows %s, expected %d %s", cur.LiveRows, cur.Checksum, want.LiveRows, want.Checksum)
 			}
 		})
-	}
-}
-
-// scanList must read exactly what iceberg-go's full decoder reads, for every
-// writer and format version at hand (and must not need the fallback): a path
-// it missed in a retained list would make a live manifest look unreferenced.
-func TestScanListMatchesIceberg(t *testing.T) {
-	tables := map[string]*table.Table{}
-	for _, name := range testenv.FixtureNames(t) {
-		_, tbl, _ := loadFixture(t, name)
-		tables[name] = tbl
-	}
-	for _, v := range []int{1, 2, 3} {
-		f := newTable(t, 3, 10, 2, map[string]string{"format-version": strconv.Itoa(v)})
-		tables["generated v"+strconv.Itoa(v)] = f.tbl
-	}
-	for name, tbl := range tables {
-		fs, err := tbl.FS(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		lists := 0
-		for _, s := range tbl.Metadata().Snapshots() {
-			data, err := readAll(fs, s.ManifestList)
-			if missing(err) {
-				continue
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			lists++
-			fast, err := readList(data)
-			if err != nil {
-				t.Fatalf("%s: snapshot %d: scanList failed: %v", name, s.SnapshotID, err)
-			}
-			full, err := iceberg.ReadManifestList(bytes.NewReader(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(fast, toEntries(full)) {
-				t.Fatalf("%s: snapshot %d: scanList read %v, iceberg-go %v", name, s.SnapshotID, fast, toEntries(full))
-			}
-			// A truncated list fails or reads short (at a block end), never panics.
-			for _, n := range []int{0, 3, 10, len(data) / 3, len(data) / 2, len(data) - 17, len(data) - 1} {
-				if got, err := readList(data[:n]); err == nil && len(got) == len(fast) {
-					t.Fatalf("%s: %d of %d bytes read as a whole list", name, n, len(data))
-				}
-			}
-		}
-		if lists == 0 {
-			t.Fatalf("%s: no manifest list read", name)
-		}
 	}
 }

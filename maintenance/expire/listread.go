@@ -1,98 +1,63 @@
 package expire
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sync"
 
-	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 )
 
-// listEntry is the part of a manifest list entry that expiry needs to decide
-// which manifests are referenced.
+// listEntry is the part of a manifest list entry that expiry needs: which
+// manifest, and how long it is.
 type listEntry struct {
 	Path   string
 	Length int64
 }
 
-// visitList calls visit for each manifest of a snapshot's list (see
-// scanList) and returns the list's size. If scanList cannot read the list
-// (an unexpected codec or schema), iceberg-go's reader does, and its error
-// is the one returned; visit may then see a path twice.
+// listOptions reads manifest_path and manifest_length only; a list without
+// manifest_length is not one expiry understands.
+var listOptions = manifestscan.ListOptions{Fields: manifestscan.ListLength, Required: manifestscan.ListLength}
+
+// visitList calls visit for each manifest of a snapshot's list and returns
+// the list's size. visit gets each entry's path, valid only during the
+// call: looking it up in a map costs no allocation, and most paths of an
+// expiring list are only looked up. On an error, visit may already have
+// seen some entries.
 func visitList(fs iceio.IO, s table.Snapshot, visit func(path []byte, length int64)) (int64, error) {
-	if s.ManifestList == "" {
-		mans, err := s.Manifests(fs) // v1 snapshots may embed manifest paths
-		for _, m := range mans {
-			visit([]byte(m.FilePath()), m.Length())
-		}
-		return 0, err
-	}
-	data, err := readAll(fs, s.ManifestList)
-	if err != nil {
-		return 0, err
-	}
-	if err := scanList(data, visit); err == nil {
-		return int64(len(data)), nil
-	}
-	mans, err := iceberg.ReadManifestList(bytes.NewReader(data))
-	for _, m := range mans {
-		visit([]byte(m.FilePath()), m.Length())
-	}
-	return int64(len(data)), err
+	return manifestscan.ReadSnapshot(fs, &s, listOptions, func(e *manifestscan.ListEntry) error {
+		visit(e.Path, e.Length)
+		return nil
+	})
 }
 
-func toEntries(mans []iceberg.ManifestFile) []listEntry {
-	out := make([]listEntry, len(mans))
-	for i, m := range mans {
-		out[i] = listEntry{Path: m.FilePath(), Length: m.Length()}
-	}
-	return out
+// readList returns a snapshot's manifests.
+func readList(fs iceio.IO, s table.Snapshot) ([]listEntry, error) {
+	var out []listEntry
+	_, err := visitList(fs, s, func(path []byte, length int64) {
+		out = append(out, listEntry{Path: string(path), Length: length})
+	})
+	return out, err
 }
 
-// readManifestList returns a snapshot's full manifest records.
-func readManifestList(fs iceio.IO, s table.Snapshot) ([]iceberg.ManifestFile, error) {
-	if s.ManifestList == "" {
-		return s.Manifests(fs)
-	}
-	data, err := readAll(fs, s.ManifestList)
-	if err != nil {
-		return nil, err
-	}
-	return iceberg.ReadManifestList(bytes.NewReader(data))
-}
-
-func readAll(fs iceio.IO, path string) (_ []byte, err error) {
-	f, err := fs.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	return io.ReadAll(f)
-}
-
-// manifestsOf reads the full lists of snaps and returns, once each, the
+// manifestsOf reads the lists of snaps and returns, once each, the
 // manifests whose key want accepts.
-func manifestsOf(ctx context.Context, fs iceio.IO, snaps []table.Snapshot, want func(string) bool) ([]iceberg.ManifestFile, error) {
+func manifestsOf(ctx context.Context, fs iceio.IO, snaps []table.Snapshot, want func(string) bool) ([]listEntry, error) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var out []iceberg.ManifestFile
+	var out []listEntry
 	err := forEach(ctx, snaps, func(s table.Snapshot) error {
-		mans, err := readManifestList(fs, s)
+		mans, err := readList(fs, s)
 		if err != nil {
-			return fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+			return fmt.Errorf("snapshot %d: %w", s.SnapshotID, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range mans {
-			if k := key(m.FilePath()); want(k) && !seen[k] {
+			if k := key(m.Path); want(k) && !seen[k] {
 				seen[k] = true
 				out = append(out, m)
 			}
@@ -100,6 +65,20 @@ func manifestsOf(ctx context.Context, fs iceio.IO, snaps []table.Snapshot, want 
 		return nil
 	})
 	return out, err
+}
+
+// manifestOptions reads what expiry weighs of a data or delete file.
+var manifestOptions = manifestscan.ManifestOptions{Fields: manifestscan.ManifestContent | manifestscan.ManifestFileSize}
+
+// readEntries calls fn for each entry of manifest m, DELETED ones too
+// unless live.
+func readEntries(fs iceio.IO, m listEntry, live bool, fn func(e *manifestscan.ManifestEntry)) error {
+	return manifestscan.ReadManifest(fs, m.Path, manifestOptions, func(e *manifestscan.ManifestEntry) error {
+		if !live || e.Status != manifestscan.StatusDeleted {
+			fn(e)
+		}
+		return nil
+	})
 }
 
 func distinctSnapshots(m map[string]table.Snapshot) []table.Snapshot {

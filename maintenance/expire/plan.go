@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Sentinel errors; callers classify with errors.Is.

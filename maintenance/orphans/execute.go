@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // TableLoader re-loads a table; the catalog satisfies it.

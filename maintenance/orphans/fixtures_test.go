@@ -3,7 +3,6 @@ package orphans
 import (
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -183,11 +183,9 @@ func checkDecoding(t *testing.T, fs iceio.IO, tbl *table.Table) {
 		}
 		theirs, err := s.Manifests(fs)
 		var mine []listEntry
-		merr := readFile(fs, s.ManifestList, func(r io.Reader) error {
-			return readManifestList(r, func(p []byte, length int64) error {
-				mine = append(mine, listEntry{string(p), length})
-				return nil
-			})
+		_, merr := manifestscan.ReadList(fs, s.ManifestList, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
+			mine = append(mine, listEntry{string(e.Path), e.Length})
+			return nil
 		})
 		if err != nil {
 			if merr == nil {
@@ -219,14 +217,16 @@ func checkDecoding(t *testing.T, fs iceio.IO, tbl *table.Table) {
 				want = append(want, "ref:"+*ref)
 			}
 		}
-		err := readFile(fs, path, func(r io.Reader) error {
-			return readManifestPaths(r, m.Length(), func(p, ref []byte) error {
-				got = append(got, string(p))
-				if ref != nil {
-					got = append(got, "ref:"+string(ref))
-				}
+		opt := manifestscan.ManifestOptions{Fields: manifestscan.ManifestReferencedDataFile, Length: m.Length()}
+		err := manifestscan.ReadManifest(fs, path, opt, func(e *manifestscan.ManifestEntry) error {
+			if e.Status == manifestscan.StatusDeleted {
 				return nil
-			})
+			}
+			got = append(got, string(e.FilePath))
+			if e.ReferencedDataFile != nil {
+				got = append(got, "ref:"+string(e.ReferencedDataFile))
+			}
+			return nil
 		})
 		if err != nil {
 			t.Fatalf("read manifest %s: %v", path, err)

@@ -6,14 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
-	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
 
 // Sentinel errors; callers classify with errors.Is. Every one of them means

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 )
 
 // ErrMetadataRead wraps any failure to read a manifest list or manifest;
@@ -113,30 +114,16 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 					if err := sink([]string{s.ManifestList}); err != nil {
 						return err
 					}
-					err := readFile(fs, s.ManifestList, func(r io.Reader) error {
-						return readManifestList(r, func(path []byte, length int64) error {
-							if seen.add(path) {
-								fresh = append(fresh, string(path))
-								lengths = append(lengths, length)
-							}
-							return nil
-						})
-					})
-					if err != nil {
-						return fmt.Errorf("%w: manifest list %s of snapshot %d: %v", ErrMetadataRead, s.ManifestList, s.SnapshotID, err)
+				}
+				_, err := manifestscan.ReadSnapshot(fs, &s, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
+					if seen.add(e.Path) {
+						fresh = append(fresh, string(e.Path))
+						lengths = append(lengths, e.Length)
 					}
-				} else {
-					// v1 metadata may embed the manifest paths in the snapshot.
-					mfs, err := s.Manifests(fs)
-					if err != nil {
-						return fmt.Errorf("%w: manifests of snapshot %d: %v", ErrMetadataRead, s.SnapshotID, err)
-					}
-					for _, m := range mfs {
-						if seen.add([]byte(m.FilePath())) {
-							fresh = append(fresh, m.FilePath())
-							lengths = append(lengths, m.Length())
-						}
-					}
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("%w: snapshot %d: %v", ErrMetadataRead, s.SnapshotID, err)
 				}
 				if err := sink(fresh); err != nil {
 					return err
@@ -164,24 +151,30 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 			batch := make([]string, 0, 1024)
 			for m := range manifests {
 				n := 0
-				err := readFile(fs, m.path, func(r io.Reader) error {
-					return readManifestPaths(r, m.length, func(path, ref []byte) error {
-						batch = append(batch, string(path))
-						if ref != nil {
-							batch = append(batch, string(ref))
-						}
-						n++
-						if len(batch) >= cap(batch)-1 {
-							if err := sink(batch); err != nil {
-								return err
-							}
-							batch = batch[:0]
-						}
+				// DELETED entries are not live in any snapshot that lists the
+				// manifest, as in Java's and iceberg-go's orphan planners. The
+				// manifest must be as long as its list says: a truncated one
+				// would hide live files.
+				opt := manifestscan.ManifestOptions{Fields: manifestscan.ManifestReferencedDataFile, Length: m.length}
+				err := manifestscan.ReadManifest(fs, m.path, opt, func(e *manifestscan.ManifestEntry) error {
+					if e.Status == manifestscan.StatusDeleted {
 						return nil
-					})
+					}
+					batch = append(batch, string(e.FilePath))
+					if e.ReferencedDataFile != nil {
+						batch = append(batch, string(e.ReferencedDataFile))
+					}
+					n++
+					if len(batch) >= cap(batch)-1 {
+						if err := sink(batch); err != nil {
+							return err
+						}
+						batch = batch[:0]
+					}
+					return nil
 				})
 				if err != nil {
-					return fmt.Errorf("%w: manifest %s: %v", ErrMetadataRead, m.path, err)
+					return fmt.Errorf("%w: %v", ErrMetadataRead, err)
 				}
 				if err := sink(batch); err != nil {
 					return err
@@ -199,20 +192,6 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 		return st, err
 	}
 	return st, ctx.Err()
-}
-
-// readFile opens path with the table IO and hands it to read.
-func readFile(fs iceio.IO, path string, read func(io.Reader) error) (err error) {
-	f, err := fs.Open(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	return read(f)
 }
 
 // seenSet records the manifests already queued, by path hash, in shards.

@@ -10,6 +10,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
@@ -230,7 +231,7 @@ func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (
 	if err := ctx.Err(); err != nil {
 		return f, 0, err
 	}
-	manifests, err := s.Manifests(fs)
+	manifests, err := addedManifests(fs, s)
 	if s.ManifestList != "" {
 		reads++
 	}
@@ -238,20 +239,15 @@ func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (
 		return f, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
 	}
 	for _, m := range manifests {
-		if m.SnapshotID() != s.SnapshotID {
-			continue
-		}
-		deletes := m.ManifestContent() == iceberg.ManifestContentDeletes
-		counted := (deletes && miss.deletes) || (!deletes && miss.data)
-		added := m.AddedDataFiles() // -1 when the list does not say
+		counted := (m.deletes && miss.deletes) || (!m.deletes && miss.data)
 		switch {
-		case !counted && !miss.bytes, added == 0:
+		case !counted && !miss.bytes, m.added == 0:
 			continue
-		case added > 0 && !miss.bytes:
-			if deletes {
-				f.deleteFiles += int64(added)
+		case m.added > 0 && !miss.bytes:
+			if m.deletes {
+				f.deleteFiles += int64(m.added)
 			} else {
-				f.dataFiles += int64(added)
+				f.dataFiles += int64(m.added)
 			}
 			continue
 		}
@@ -259,25 +255,49 @@ func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (
 			return f, reads, err
 		}
 		reads++
-		for e, err := range m.Entries(fs, true) {
-			if err != nil {
-				return f, reads, fmt.Errorf("read manifest %s of snapshot %d: %w", m.FilePath(), s.SnapshotID, err)
+		err := manifestscan.ReadManifest(fs, m.path, entryFields, func(e *manifestscan.ManifestEntry) error {
+			// A null snapshot_id is inherited from the manifest, which s added.
+			if e.Status != manifestscan.StatusAdded || e.HasSnapshotID && e.SnapshotID != s.SnapshotID {
+				return nil
 			}
-			if e.Status() != iceberg.EntryStatusADDED || e.SnapshotID() != s.SnapshotID {
-				continue
-			}
-			df := e.DataFile()
-			size := df.FileSizeBytes()
-			if cs := df.ContentSizeInBytes(); cs != nil {
-				size = *cs // a deletion vector: its blob, not the whole Puffin file, as in summaries
+			size := e.FileSizeInBytes
+			if e.HasContentSizeInBytes {
+				size = e.ContentSizeInBytes // a deletion vector: its blob, not the whole Puffin file, as in summaries
 			}
 			f.bytes += size
-			if df.ContentType() == iceberg.EntryContentData {
+			if e.Content == int32(iceberg.EntryContentData) {
 				f.dataFiles++
 			} else {
 				f.deleteFiles++
 			}
+			return nil
+		})
+		if err != nil {
+			return f, reads, fmt.Errorf("read manifest of snapshot %d: %w", s.SnapshotID, err)
 		}
 	}
 	return f, reads, nil
+}
+
+var entryFields = manifestscan.ManifestOptions{Fields: manifestscan.ManifestSnapshotID | manifestscan.ManifestContent |
+	manifestscan.ManifestFileSize | manifestscan.ManifestContentSize}
+
+// addedManifest is a manifest that a snapshot added.
+type addedManifest struct {
+	path    string
+	deletes bool
+	added   int32 // added files, -1 when the list does not say
+}
+
+// addedManifests returns the manifests that s added.
+func addedManifests(fs iceio.IO, s *table.Snapshot) ([]addedManifest, error) {
+	var out []addedManifest
+	opt := manifestscan.ListOptions{Fields: manifestscan.ListContent | manifestscan.ListAddedSnapshotID | manifestscan.ListFileCounts}
+	_, err := manifestscan.ReadSnapshot(fs, s, opt, func(e *manifestscan.ListEntry) error {
+		if e.AddedSnapshotID == s.SnapshotID {
+			out = append(out, addedManifest{string(e.Path), e.Content == int32(iceberg.ManifestContentDeletes), e.AddedFiles})
+		}
+		return nil
+	})
+	return out, err
 }

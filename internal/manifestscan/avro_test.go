@@ -1,10 +1,10 @@
-package orphans
+package manifestscan
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,23 +12,34 @@ import (
 	"github.com/twmb/avro/ocf"
 )
 
+type listEntry struct {
+	path   string
+	length int64
+}
+
 func readList(data []byte) ([]listEntry, error) {
 	var out []listEntry
-	err := readManifestList(bytes.NewReader(data), func(p []byte, c int64) error {
-		out = append(out, listEntry{string(p), c})
+	err := DecodeList(bytes.NewReader(data), "test.avro", ListOptions{Fields: ListLength}, func(e *ListEntry) error {
+		out = append(out, listEntry{string(e.Path), e.Length})
 		return nil
 	})
 	return out, err
 }
 
-func readManifest(data []byte) ([]string, error) {
+// readManifestPaths reads the live paths of a manifest (as orphan planning
+// does), checking its length when length > 0.
+func readManifestPaths(data []byte, length int64) ([]string, error) {
 	var out []string
-	err := readManifestPaths(bytes.NewReader(data), 0, func(p, ref []byte) error {
-		out = append(out, string(p))
+	err := DecodeManifest(bytes.NewReader(data), "test.avro", ManifestOptions{Length: length}, func(e *ManifestEntry) error {
+		if e.Status != StatusDeleted {
+			out = append(out, string(e.FilePath))
+		}
 		return nil
 	})
 	return out, err
 }
+
+func readManifest(data []byte) ([]string, error) { return readManifestPaths(data, 0) }
 
 // reencode rewrites an Avro container file with another codec and small
 // blocks, through a general Avro library.
@@ -72,19 +83,17 @@ func reencode(t *testing.T, data []byte, codec ocf.Codec) []byte {
 }
 
 func TestAvroReaderCodecsBlocksAndDamage(t *testing.T) {
-	lt := newLocalTable(t, 8, 2)
-	listData, err := os.ReadFile(localPath(t, lt.tbl.CurrentSnapshot().ManifestList))
+	tbl := generated(t, 8, 2, 2)
+	fs, err := tbl.FS(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	listData, _ := fileBytes(t, fs, tbl.CurrentSnapshot().ManifestList, nil)
 	want, err := readList(listData)
 	if err != nil || len(want) != 8 {
 		t.Fatalf("%d entries, err %v", len(want), err)
 	}
-	manifestData, err := os.ReadFile(localPath(t, want[0].path))
-	if err != nil {
-		t.Fatal(err)
-	}
+	manifestData, _ := fileBytes(t, fs, want[0].path, nil)
 	wantPaths, err := readManifest(manifestData)
 	if err != nil || len(wantPaths) != 1 {
 		t.Fatalf("manifest paths %v, err %v", wantPaths, err)
@@ -127,7 +136,7 @@ func TestAvroReaderCodecsBlocksAndDamage(t *testing.T) {
 		t.Fatalf("manifest list records %d bytes, the file has %d", want[0].length, size)
 	}
 	for _, length := range []int64{size + 100, size - 1} {
-		err := readManifestPaths(bytes.NewReader(manifestData), length, func(_, _ []byte) error { return nil })
+		_, err := readManifestPaths(manifestData, length)
 		if err == nil || !strings.Contains(err.Error(), "its manifest list says") {
 			t.Errorf("length %d: err %v", length, err)
 		}
