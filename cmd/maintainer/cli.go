@@ -76,7 +76,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// A flag of another command (plan --force) is an unknown flag here:
+	// name the command it was given to.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%s: %w", commandName(c), err)}
+	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")

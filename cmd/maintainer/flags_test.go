@@ -51,4 +51,20 @@ func TestGlobalFlagsHonouredOrRefused(t *testing.T) {
 			})
 		}
 	}
+
+	// run's own flags are refused by the others, naming the command.
+	for _, cmd := range []string{"plan", "status", "serve", "config validate", "version", "demo"} {
+		for _, flag := range []string{"--force", "--dry-run", "--parallel=2"} {
+			args := append(strings.Fields(cmd), flag)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				err := run(t.Context(), args, &stdout, &stderr, nil)
+				name, _, _ := strings.Cut(flag, "=")
+				if exitCode(err, &stderr) != exitUsage || err == nil ||
+					!strings.Contains(err.Error(), cmd+": unknown flag: "+name) {
+					t.Errorf("err = %v; want exit 2 naming %s and %s", err, cmd, name)
+				}
+			})
+		}
+	}
 }
