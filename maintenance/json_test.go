@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 )
 
 // checkDoc fails the test for each breach of the output conventions in v's
-// JSON and each of the contract's paths it lacks.
+// JSON and each of the contract's paths it lacks, and unless the JSON reads
+// back into v's type as the same document.
 func checkDoc(t *testing.T, what string, v any, paths ...string) {
 	t.Helper()
 	doc, err := json.Marshal(v)
@@ -21,6 +23,14 @@ func checkDoc(t *testing.T, what string, v any, paths ...string) {
 		t.Fatalf("%s: %v", what, err)
 	}
 	outputcheck.Expect(t, what, doc, paths...)
+	back := reflect.New(reflect.TypeOf(v))
+	if err := json.Unmarshal(doc, back.Interface()); err != nil {
+		t.Errorf("%s does not read back into %T: %v\n%s", what, v, err, doc)
+		return
+	}
+	if again, err := json.Marshal(back.Elem().Interface()); err != nil || string(again) != string(doc) {
+		t.Errorf("%s read back into %T writes\n%s\nnot\n%s (%v)", what, v, again, doc, err)
+	}
 }
 
 // Every document of run, plan, status and GET /v1/status follows the
