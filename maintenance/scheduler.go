@@ -523,15 +523,16 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 	if reason == "" {
 		reason = "requested over " + req.Source
 	}
-	now, until := s.now(), map[string]time.Time{}
+	now := s.now()
+	var until map[string]time.Time // a forced request is never held
 	if !req.Force {
 		hctx, cancel := context.WithTimeout(ctx, holdLookup)
-		h, err := s.r.HeldUntil(hctx, ident, req.Tasks)
+		var err error
+		until, err = s.r.HeldUntil(hctx, ident, req.Tasks)
 		cancel()
 		if err != nil {
 			s.log.Warn("rate limits of a requested run unknown; queued, the run applies them", "table", req.Table, "err", err)
 		}
-		until = h
 	}
 	var ready, held []string
 	for _, t := range mergeTasks(nil, req.Tasks) {
