@@ -2,6 +2,7 @@ package docs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/outputcheck"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/server"
 )
@@ -466,6 +468,28 @@ func roundTrip[T any](text string) error {
 	return nil
 }
 
+// conventions checks each JSON value of text against the output conventions
+// (durations, timestamps, sizes, no null).
+func conventions(text string) error {
+	dec := json.NewDecoder(strings.NewReader(text))
+	var problems []string
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		p, err := outputcheck.Check(raw, outputcheck.Lists()...)
+		if err != nil {
+			return err
+		}
+		problems = append(problems, p...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("breaks the output conventions: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
 // extraKeys lists the object keys of doc that code lacks, recursively.
 func extraKeys(path string, doc, code any) []string {
 	var out []string
@@ -549,9 +573,9 @@ func TestDocumentedJSON(t *testing.T) {
 					Queued []server.Enqueued `json:"queued"`
 				}](text)
 			case has("queued"):
-				err = roundTrip[triggerAnswer](text)
+				err = errors.Join(roundTrip[triggerAnswer](text), conventions(text))
 			case has("recent"):
-				err = roundTrip[maintenance.Status](text)
+				err = errors.Join(roundTrip[maintenance.Status](text), conventions(text))
 			case has("status", "checks"):
 				err = strictDecode[struct {
 					Status string            `json:"status"`
@@ -559,9 +583,9 @@ func TestDocumentedJSON(t *testing.T) {
 					Error  string            `json:"error"`
 				}](text)
 			case has("table", "task", "status"):
-				err = roundTrip[maintenance.Outcome](text)
+				err = errors.Join(roundTrip[maintenance.Outcome](text), conventions(text))
 			case has("table", "data_files"):
-				err = roundTrip[maintenance.Health](text)
+				err = errors.Join(roundTrip[maintenance.Health](text), conventions(text))
 			case has("table"):
 				if err = strictDecode[server.Request](text); err == nil {
 					post("/v1/trigger")

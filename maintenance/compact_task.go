@@ -9,14 +9,15 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 )
 
-// CompactReport carries the figures of a compaction plan and run.
+// CompactReport carries the figures of a compaction plan and run. Its lists
+// are [] when empty, never null: consumers iterate them.
 type CompactReport struct {
 	SnapshotID         int64                       `json:"snapshot_id,omitempty"`
-	TargetFileSize     int64                       `json:"target_file_size"`
+	TargetFileSize     int64                       `json:"target_file_size_bytes"`
 	TargetSource       string                      `json:"target_source"`
-	Groups             []compact.Group             `json:"groups,omitempty"`
-	Partitions         []compact.PartitionDecision `json:"partitions,omitempty"`
-	DeadDeletes        []string                    `json:"dead_delete_files,omitempty"`
+	Groups             []compact.Group             `json:"groups"`
+	Partitions         []compact.PartitionDecision `json:"partitions"`
+	DeadDeletes        []string                    `json:"dead_delete_files"`
 	FilesIn            int                         `json:"files_in"`
 	BytesIn            int64                       `json:"bytes_in"`
 	EstFilesOut        int                         `json:"estimated_files_out"`
@@ -25,9 +26,9 @@ type CompactReport struct {
 	RowsRead           int64                       `json:"rows_read"`
 	RowsWritten        int64                       `json:"rows_written"`
 	DeleteFilesDropped int                         `json:"delete_files_dropped"`
-	Commits            []int64                     `json:"commits,omitempty"`
+	Commits            []int64                     `json:"commits"`
 	CommitRetries      int                         `json:"commit_retries"`
-	GroupsFailed       []string                    `json:"groups_failed,omitempty"`
+	GroupsFailed       []string                    `json:"groups_failed"`
 }
 
 func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Config, req Request) Outcome {
@@ -39,7 +40,9 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 		SnapshotID: plan.SnapshotID, TargetFileSize: plan.TargetFileSize, TargetSource: plan.TargetSource,
 		Groups: plan.Groups, Partitions: plan.Partitions,
 		FilesIn: plan.InputFiles(), BytesIn: plan.InputBytes(), EstFilesOut: plan.EstOutputFiles(),
+		DeadDeletes: []string{}, Commits: []int64{}, GroupsFailed: []string{},
 	}
+	rep.Groups, rep.Partitions = nonNil(rep.Groups), nonNil(rep.Partitions)
 	for _, d := range plan.DeadDeletes {
 		rep.DeadDeletes = append(rep.DeadDeletes, d.FilePath())
 	}
@@ -61,7 +64,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 	rep.FilesIn, rep.BytesIn = res.FilesRewritten, res.BytesRewritten
 	rep.FilesOut, rep.BytesOut = res.FilesWritten, res.BytesWritten
 	rep.RowsRead, rep.RowsWritten = res.RowsRead, res.RowsWritten
-	rep.DeleteFilesDropped, rep.Commits, rep.CommitRetries = res.DeleteFilesDropped, res.Commits, res.CommitRetries
+	rep.DeleteFilesDropped, rep.Commits, rep.CommitRetries = res.DeleteFilesDropped, nonNil(res.Commits), res.CommitRetries
 	for _, f := range res.GroupsFailed {
 		rep.GroupsFailed = append(rep.GroupsFailed, fmt.Sprintf("%s: %v", f.Partition, f.Err))
 	}

@@ -9,12 +9,13 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 )
 
-// ExpireReport carries the figures of an expiration plan and run.
+// ExpireReport carries the figures of an expiration plan and run. Its lists
+// are [] when empty, never null: consumers iterate them.
 type ExpireReport struct {
 	Policy           expire.Policy            `json:"policy"`
 	SnapshotsBefore  int                      `json:"snapshots_before"`
-	Expired          []expire.ExpiredSnapshot `json:"expired,omitempty"`
-	RemovedRefs      []expire.RemovedRef      `json:"removed_refs,omitempty"`
+	Expired          []expire.ExpiredSnapshot `json:"expired"`
+	RemovedRefs      []expire.RemovedRef      `json:"removed_refs"`
 	FilesPlanned     int                      `json:"files_planned"`
 	BytesPlanned     int64                    `json:"bytes_planned"`
 	FilesBlocked     string                   `json:"files_blocked,omitempty"`
@@ -29,8 +30,8 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan expiration: %w", err)}
 	}
-	rep := &ExpireReport{Policy: plan.Policy, SnapshotsBefore: plan.SnapshotsBefore, Expired: plan.Expired,
-		RemovedRefs: plan.RemovedRefs, FilesPlanned: len(plan.Files), BytesPlanned: plan.FileBytes(), FilesBlocked: plan.FilesBlocked}
+	rep := &ExpireReport{Policy: plan.Policy, SnapshotsBefore: plan.SnapshotsBefore, Expired: nonNil(plan.Expired),
+		RemovedRefs: nonNil(plan.RemovedRefs), FilesPlanned: len(plan.Files), BytesPlanned: plan.FileBytes(), FilesBlocked: plan.FilesBlocked}
 	summary := fmt.Sprintf("%d of %d snapshots (retain last %d, max age %s), %d refs, %d files (%s)",
 		len(plan.Expired), plan.SnapshotsBefore, plan.Policy.RetainLast, plan.Policy.MaxSnapshotAge,
 		len(plan.RemovedRefs), len(plan.Files), HumanBytes(plan.FileBytes()))

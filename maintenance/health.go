@@ -22,9 +22,9 @@ type Health struct {
 	DataFiles          int    `json:"data_files"`
 	DataBytes          int64  `json:"data_bytes"`
 	Rows               int64  `json:"rows_before_deletes"`
-	AvgFileSize        int64  `json:"avg_file_size"`
+	AvgFileSize        int64  `json:"avg_file_size_bytes"`
 	SmallFiles         int    `json:"small_files"`
-	SmallFileThreshold int64  `json:"small_file_threshold"`
+	SmallFileThreshold int64  `json:"small_file_threshold_bytes"`
 	// CompactableFiles are the small files in partitions holding at least
 	// min_input_files of them: what compaction would merge by file count.
 	// A partition with a single small file counts in SmallFiles only.
@@ -35,8 +35,9 @@ type Health struct {
 	OldestSnapshot         *time.Time `json:"oldest_snapshot,omitempty"`
 	CommitsSinceCompaction int        `json:"commits_since_compaction"`
 	LastCompaction         *time.Time `json:"last_compaction,omitempty"`
-	// Tasks are each task's last run, from the trigger state.
-	Tasks []TaskState `json:"tasks,omitempty"`
+	// Tasks are each task's last run, from the trigger state; [] when
+	// unknown (the table could not be loaded).
+	Tasks []TaskState `json:"tasks"`
 	Error string      `json:"error,omitempty"`
 }
 
@@ -57,14 +58,14 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 	name := strings.Join(ident, ".")
 	tbl, err := r.cat.LoadTable(ctx, ident)
 	if err != nil {
-		return Health{Table: name, Error: fmt.Sprintf("load table %s: %v", name, err)}
+		return Health{Table: name, Tasks: []TaskState{}, Error: fmt.Sprintf("load table %s: %v", name, err)}
 	}
 	pol, err := r.policy(name, tbl.Properties())
 	if err != nil {
-		return Health{Table: name, Error: fmt.Sprintf("settings for table %s: %v", name, err)}
+		return Health{Table: name, Tasks: []TaskState{}, Error: fmt.Sprintf("settings for table %s: %v", name, err)}
 	}
 	h, err := TableHealth(ctx, tbl, pol.Compact)
-	h.Table = name
+	h.Table, h.Tasks = name, []TaskState{}
 	if err != nil {
 		h.Error = err.Error()
 	}

@@ -4,16 +4,18 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
-// OrphansReport carries the figures of an orphan scan and removal.
+// OrphansReport carries the figures of an orphan scan and removal. Its
+// candidates are [] when empty, never null: consumers iterate them.
 type OrphansReport struct {
 	Location      string              `json:"location"`
-	Cutoff        string              `json:"cutoff"` // files modified before it may be deleted
+	Cutoff        time.Time           `json:"cutoff"` // files modified before it may be deleted
 	ListedFiles   int                 `json:"listed_files"`
 	Candidates    []orphans.Candidate `json:"candidates"`
 	Skipped       []orphans.Skipped   `json:"skipped,omitempty"`
@@ -40,8 +42,8 @@ func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Conf
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan orphan removal: %w", err)}
 	}
 	rep := &OrphansReport{
-		Location: plan.Location, Cutoff: plan.Cutoff.UTC().Format("2006-01-02 15:04:05Z"),
-		ListedFiles: plan.ListedFiles, Candidates: plan.Candidates, Skipped: plan.Skipped,
+		Location: plan.Location, Cutoff: plan.Cutoff.UTC(),
+		ListedFiles: plan.ListedFiles, Candidates: nonNil(plan.Candidates), Skipped: plan.Skipped,
 		FilesFound: len(plan.Candidates), BytesFound: plan.CandidateBytes(),
 	}
 	summary := fmt.Sprintf("%d orphan files (%s) older than %s among %d listed", rep.FilesFound,

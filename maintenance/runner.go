@@ -409,6 +409,36 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 	return due, reasons, nil
 }
 
+// HeldUntil loads a table and returns, for each of its enabled tasks among
+// tasks (all when empty) that the task's rate_limit holds back now, when the
+// limit lets a requested (manual) run of it go ahead. It takes no lease.
+func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
+	name := strings.Join(ident, ".")
+	tbl, err := r.cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, fmt.Errorf("load table %s: %w", name, err)
+	}
+	pol, err := r.policy(name, tbl.Properties())
+	if err != nil {
+		return nil, fmt.Errorf("settings for table %s: %w", name, err)
+	}
+	held := map[string]time.Time{}
+	now := r.now()
+	for _, task := range Tasks() {
+		if !task.Enabled(pol) || (len(tasks) > 0 && !slices.Contains(tasks, task.Name)) {
+			continue
+		}
+		st, err := r.state.Load(ctx, name, task.Name)
+		if err != nil {
+			return nil, fmt.Errorf("trigger state of %s %s: %w", name, task.Name, err)
+		}
+		if until := trigger.HeldUntil(pol.Triggers[task.Name], st); now.Before(until) {
+			held[task.Name] = until
+		}
+	}
+	return held, nil
+}
+
 func joinWhy(a, b string) string {
 	switch {
 	case a == "":

@@ -64,6 +64,9 @@ type TableRunner interface {
 	DueTasks(ctx context.Context, ident table.Identifier, measure bool) (due, reasons []string, err error)
 	// RunTable runs the requested tasks on one table under its lease.
 	RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome
+	// HeldUntil returns, for each of tasks (all when empty) that its
+	// rate_limit holds back now, when a requested run of it may go ahead.
+	HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error)
 }
 
 var _ TableRunner = (*Runner)(nil)
@@ -98,14 +101,45 @@ type TableRequest struct {
 	Source string // e.g. "http", "alertmanager": the source of the trigger metric
 }
 
+// States of an Enqueued: when the requested run will happen.
+const (
+	// EnqueueQueued: a new entry in the queue, at Position.
+	EnqueueQueued = "queued"
+	// EnqueueMerged: merged into the table's entry already queued.
+	EnqueueMerged = "merged"
+	// EnqueueHeld: every task asked for is held by its rate_limit; each is
+	// queued when its limit lets it run (Held).
+	EnqueueHeld = "held"
+)
+
 // Enqueued is the scheduler's answer to a TableRequest.
 type Enqueued struct {
 	Table string
-	Tasks []string // all that is now queued for the table, in run order
+	// Tasks are all that is now queued for the table, in run order; []
+	// when every task asked for is held.
+	Tasks []string
 	// Duplicate: the request was merged into one already queued for the
 	// table, so no extra run will happen.
 	Duplicate bool
+	State     string // EnqueueQueued, EnqueueMerged or EnqueueHeld
+	// Position is the table's place in the queue (1 starts next); 0 when
+	// nothing is queued now, or a worker took the entry already.
+	Position int
+	// Held are the tasks asked for that their rate_limit holds back (never
+	// on a forced request), each queued at its Until.
+	Held []HeldTask
 }
+
+// HeldTask is a requested task the rate limit holds back until Until.
+type HeldTask struct {
+	Task  string
+	Until time.Time
+}
+
+// holdLookup bounds how long Enqueue waits for a table's trigger state:
+// the HTTP answer must stay quick. Past it the request is queued and the
+// run applies the rate limit itself.
+const holdLookup = 5 * time.Second
 
 // Scheduler is the loop of `serve`: it polls the selected tables, queues
 // those with due tasks (and those asked for over HTTP), and runs up to
@@ -465,9 +499,11 @@ func (s *Scheduler) requeueBusy(e *QueuedTable) {
 	s.mu.Unlock()
 }
 
-// Enqueue queues a request from the HTTP API or an alert. Errors wrap
-// ErrUnknownTask, ErrUnknownTable or ErrStopping.
-func (s *Scheduler) Enqueue(_ context.Context, req TableRequest) (Enqueued, error) {
+// Enqueue queues a request from the HTTP API or an alert, and says when it
+// runs: the tasks the rate limit holds back (unless forced) are queued only
+// when the limit ends, the others now. Errors wrap ErrUnknownTask,
+// ErrUnknownTable or ErrStopping.
+func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, error) {
 	for _, t := range req.Tasks {
 		if _, ok := LookupTask(t); !ok {
 			return Enqueued{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownTask, t, strings.Join(TaskNames(), ", "))
@@ -487,11 +523,46 @@ func (s *Scheduler) Enqueue(_ context.Context, req TableRequest) (Enqueued, erro
 	if reason == "" {
 		reason = "requested over " + req.Source
 	}
-	e, dup := s.add(req.Table, ident, req.Tasks, reason, req.Source, req.Force, !req.Force)
-	s.mu.Lock()
-	tasks := slices.Clone(e.Tasks)
-	s.mu.Unlock()
-	return Enqueued{Table: req.Table, Tasks: tasks, Duplicate: dup}, nil
+	now := s.now()
+	var until map[string]time.Time // a forced request is never held
+	if !req.Force {
+		hctx, cancel := context.WithTimeout(ctx, holdLookup)
+		var err error
+		until, err = s.r.HeldUntil(hctx, ident, req.Tasks)
+		cancel()
+		if err != nil {
+			s.log.Warn("rate limits of a requested run unknown; queued, the run applies them", "table", req.Table, "err", err)
+		}
+	}
+	var ready, held []string
+	for _, t := range mergeTasks(nil, req.Tasks) {
+		if u, ok := until[t]; ok && now.Before(u) {
+			held = append(held, t)
+		} else {
+			ready = append(ready, t)
+		}
+	}
+	out := Enqueued{Table: req.Table, Tasks: []string{}, State: EnqueueHeld, Held: []HeldTask{}}
+	for _, t := range held {
+		out.Held = append(out.Held, HeldTask{Task: t, Until: until[t]})
+		time.AfterFunc(until[t].Sub(now), func() {
+			if !s.Stopping() {
+				s.add(req.Table, ident, []string{t}, reason, req.Source, false, true)
+			}
+		})
+	}
+	if len(ready) > 0 {
+		e, dup := s.add(req.Table, ident, ready, reason, req.Source, req.Force, !req.Force)
+		out.Duplicate, out.State = dup, EnqueueQueued
+		if dup {
+			out.State = EnqueueMerged
+		}
+		s.mu.Lock()
+		out.Tasks = slices.Clone(e.Tasks)
+		out.Position = slices.Index(s.queue, e) + 1
+		s.mu.Unlock()
+	}
+	return out, nil
 }
 
 // Stopping reports whether shutdown began (no new work is taken).
@@ -542,6 +613,6 @@ func (s *Scheduler) Status() Status {
 
 func cloneEntry(e *QueuedTable) QueuedTable {
 	c := *e
-	c.Tasks, c.Reasons, c.Sources = slices.Clone(e.Tasks), slices.Clone(e.Reasons), slices.Clone(e.Sources)
+	c.Tasks, c.Reasons, c.Sources = nonNil(slices.Clone(e.Tasks)), nonNil(slices.Clone(e.Reasons)), nonNil(slices.Clone(e.Sources))
 	return c
 }

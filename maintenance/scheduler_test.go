@@ -183,3 +183,81 @@ func TestSchedulerRetriesBusyRequest(t *testing.T) {
 		})
 	})
 }
+
+// A request's answer says when its run happens: a task that ran within its
+// rate_limit is held until the limit ends (unless forced), a fresh request
+// is queued at a position, and a second one is merged into it.
+func TestEnqueueSaysWhenTheRunHappens(t *testing.T) {
+	e := newEnv(t, 3)
+	e.policy.Expire.Enabled = true
+	e.policy.Triggers[TaskCompact] = trigger.Config{CommitCount: 100, RateLimit: time.Hour}
+	e.policy.Triggers[TaskExpire] = trigger.Config{CommitCount: 100} // the poll queues nothing
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := e.runner(t, memlock.New(), func() time.Time { return now })
+	ctx := t.Context()
+	last := now.Add(-10 * time.Minute)
+	if err := e.state.Save(ctx, tableName, TaskCompact, trigger.State{LastRun: last, LastAttempt: last, LastResult: "succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(t, r, time.Second)
+	s.poll(ctx)
+	if q := s.Status().Queue; len(q) != 0 {
+		t.Fatalf("the poll queued %+v; want nothing due", q)
+	}
+	until := last.Add(time.Hour)
+
+	held, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Source: "http"})
+	if err != nil || held.State != EnqueueHeld || held.Duplicate || held.Position != 0 || len(held.Tasks) != 0 ||
+		len(held.Held) != 1 || held.Held[0].Task != TaskCompact || !held.Held[0].Until.Equal(until) {
+		t.Fatalf("compact ran 10m ago, rate_limit 1h: %+v, %v; want held until %s", held, err, until)
+	}
+	if q := s.Status().Queue; len(q) != 0 {
+		t.Errorf("a held request was queued now: %+v", q)
+	}
+
+	fresh, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskExpire}, Source: "http"})
+	if err != nil || fresh.State != EnqueueQueued || fresh.Duplicate || fresh.Position != 1 ||
+		!slices.Equal(fresh.Tasks, []string{TaskExpire}) || len(fresh.Held) != 0 {
+		t.Fatalf("fresh expire request: %+v, %v; want queued at 1", fresh, err)
+	}
+
+	merged, err := s.Enqueue(ctx, TableRequest{Table: tableName, Source: "alertmanager"})
+	if err != nil || merged.State != EnqueueMerged || !merged.Duplicate || merged.Position != 1 ||
+		slices.Contains(merged.Tasks, TaskCompact) || len(merged.Held) != 1 || merged.Held[0].Task != TaskCompact {
+		t.Fatalf("second request, all tasks: %+v, %v; want merged, compact held", merged, err)
+	}
+
+	forced, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Force: true, Source: "http"})
+	if err != nil || forced.State != EnqueueMerged || len(forced.Held) != 0 || !slices.Contains(forced.Tasks, TaskCompact) {
+		t.Fatalf("forced compact: %+v, %v; want merged and not held (force skips the rate limit)", forced, err)
+	}
+}
+
+// A held task is queued, as a requested run, when its rate limit ends.
+func TestHeldRequestQueuedWhenTheRateLimitEnds(t *testing.T) {
+	e := newEnv(t, 3)
+	e.policy.Triggers[TaskCompact] = trigger.Config{CommitCount: 100, RateLimit: time.Hour}
+	r := e.runner(t, memlock.New(), nil)
+	ctx := t.Context()
+	last := time.Now().Add(-time.Hour + 100*time.Millisecond)
+	if err := e.state.Save(ctx, tableName, TaskCompact, trigger.State{LastRun: last, LastAttempt: last}); err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(t, r, time.Second)
+	s.poll(ctx)
+	enq, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
+	if err != nil || enq.State != EnqueueHeld {
+		t.Fatalf("%+v, %v; want held", enq, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		q := s.Status().Queue
+		if len(q) == 1 && slices.Equal(q[0].Tasks, []string{TaskCompact}) && q[0].Manual && slices.Equal(q[0].Reasons, []string{"alert X"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the held compaction was never queued: %+v", q)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -211,7 +211,7 @@ func (s *Server) handleAlertmanager(w http.ResponseWriter, r *http.Request) {
 			count(resultQueued, 1)
 		}
 		s.log.Info("maintenance requested", "source", SourceAlertmanager, "table", enq.Table,
-			"task", strings.Join(enq.Tasks, ","), "duplicate", enq.Duplicate, "receiver", p.Receiver)
+			"task", strings.Join(enq.Tasks, ","), "state", enq.State, "held", len(enq.Held), "receiver", p.Receiver)
 		queued = append(queued, enq)
 	}
 	writeJSON(w, http.StatusAccepted, triggerResponse{Queued: queued, Note: strings.Join(notes, "; ")})

@@ -9,7 +9,7 @@
 //
 // Endpoints:
 //
-//	POST /v1/trigger       one Request as JSON; 202 {"queued": [Enqueued]}
+//	POST /v1/trigger       one Request as JSON; 202 {"queued": [Enqueued]}: when the run happens
 //	POST /v1/alertmanager  Alertmanager webhook (version "4"); 202 {"queued": [...]}
 //	GET  /v1/status        Queue.Status() as JSON
 //	GET  /metrics          Prometheus exposition of Deps.Gatherer
@@ -26,6 +26,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Queue is what the server needs from the scheduler. It is declared here, on
@@ -69,11 +70,36 @@ type Request struct {
 	Source string `json:"-"`
 }
 
-// Enqueued is the queue's answer for one table.
+// States of an Enqueued: when the requested run happens.
+const (
+	StateQueued = "queued" // a new queue entry, at Position
+	StateMerged = "merged" // merged into the table's queued entry
+	// StateHeld: every task asked for is held by its rate_limit and is
+	// queued when the limit ends (Held).
+	StateHeld = "held"
+)
+
+// Enqueued is the queue's answer for one table: what is queued and when
+// the run will happen.
 type Enqueued struct {
-	Table string   `json:"table"`
+	Table string `json:"table"`
+	// Tasks are all that is now queued for the table; [] when every task
+	// asked for is held.
 	Tasks []string `json:"tasks"`
 	// Duplicate: the request was merged into one already queued for the
 	// table, so no extra run will happen.
-	Duplicate bool `json:"duplicate"`
+	Duplicate bool   `json:"duplicate"`
+	State     string `json:"state"` // StateQueued, StateMerged or StateHeld
+	// Position is the table's place in the queue, 1 starting next; 0 when
+	// nothing is queued now or a worker took it already.
+	Position int `json:"position"`
+	// Held are the tasks asked for that their rate_limit holds back (never
+	// on a forced request), each queued at its until time.
+	Held []Held `json:"held"`
+}
+
+// Held is a requested task the rate limit holds back until Until.
+type Held struct {
+	Task  string    `json:"task"`
+	Until time.Time `json:"until"`
 }

@@ -68,7 +68,7 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		count(resultQueued)
 	}
 	s.log.Info("maintenance requested", "source", SourceHTTP, "table", enq.Table,
-		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "duplicate", enq.Duplicate)
+		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "state", enq.State, "held", len(enq.Held))
 	writeJSON(w, http.StatusAccepted, triggerResponse{Queued: []Enqueued{enq}})
 }
 

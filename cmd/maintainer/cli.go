@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
@@ -35,7 +36,12 @@ var (
 	commit  = "unknown"
 )
 
-// globals are the flags every command takes.
+// tableCommandFlags are the global flags of the commands that work on the
+// catalog's tables once (run, plan, status): all of them.
+var tableCommandFlags = []string{"config", "output", "table", "task", "log-level"}
+
+// globals are the flags of the root command; each command says which of
+// them it acts on (honours) and refuses the others.
 type globals struct {
 	configPath string
 	output     string
@@ -57,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseInapplicable(cmd); err != nil {
+				return err
+			}
 			if err := g.validateFlags(); err != nil {
 				return err
 			}
@@ -67,7 +76,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// A flag of another command (plan --force) is an unknown flag here:
+	// name the command it was given to.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%s: %w", commandName(c), err)}
+	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file (default: the embedded default: SQLite catalog in ./warehouse)")
 	pf.StringVar(&g.output, "output", "text", "output format: text or json")
@@ -89,6 +102,60 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 		}
 	}
 	return err
+}
+
+// annotationHonours is the command annotation listing the global flags the
+// command acts on (see honours).
+const annotationHonours = "maintainer/honours"
+
+// honours is the Annotations of a command that acts on the given global
+// flags; the others are refused, never silently ignored.
+func honours(flags ...string) map[string]string {
+	return map[string]string{annotationHonours: strings.Join(flags, " ")}
+}
+
+// refuseInapplicable fails with a usage error naming each global flag set on
+// a command that does not act on it, and the commands that do. Commands
+// without the annotation (cobra's help and completion) are not checked.
+func refuseInapplicable(cmd *cobra.Command) error {
+	list, ok := cmd.Annotations[annotationHonours]
+	if !ok {
+		return nil
+	}
+	honoured := strings.Fields(list)
+	var errs []error
+	cmd.Root().PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !f.Changed || slices.Contains(honoured, f.Name) {
+			return
+		}
+		errs = append(errs, fmt.Errorf("--%s does not apply to %s (it applies to: %s)",
+			f.Name, commandName(cmd), strings.Join(commandsHonouring(cmd.Root(), f.Name), ", ")))
+	})
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// commandName is the command's path without the binary: "config validate".
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// commandsHonouring lists the commands under root that act on flag.
+func commandsHonouring(root *cobra.Command, flag string) []string {
+	var out []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if list, ok := c.Annotations[annotationHonours]; ok && slices.Contains(strings.Fields(list), flag) {
+			out = append(out, commandName(c))
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return out
 }
 
 func (g *globals) validateFlags() error {
@@ -288,8 +355,9 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 	var force, dryRun bool
 	var parallel int
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "One maintenance pass over the selected tables (for a CronJob)",
+		Use:         "run",
+		Short:       "One maintenance pass over the selected tables (for a CronJob)",
+		Annotations: honours(tableCommandFlags...),
 		Long: "Runs each due task on each selected table, under the table's lease. A task is due when its\n" +
 			"trigger says so (--force: always); a due task whose plan finds nothing to do is not_due; a\n" +
 			"table another maintainer is working on is busy. Exit codes: 0 all succeeded, were not due or\n" +
@@ -311,9 +379,10 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 
 func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "plan",
-		Short: "Show what run would do and why; writes nothing",
-		Args:  cobra.NoArgs,
+		Use:         "plan",
+		Short:       "Show what run would do and why; writes nothing",
+		Annotations: honours(tableCommandFlags...),
+		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, DryRun: true}, 1)
 		},
@@ -464,9 +533,10 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 
 func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "status",
-		Short: "Show table health: files, small files, deletes, snapshots",
-		Args:  cobra.NoArgs,
+		Use:         "status",
+		Short:       "Show table health: files, small files, deletes, snapshots; --task: only that task's last run",
+		Annotations: honours(tableCommandFlags...),
+		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			e, err := g.setup(ctx, setupOptions{})
 			if err != nil {
@@ -480,6 +550,9 @@ func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 			failed := false
 			for _, ident := range idents {
 				h := e.runner.Health(ctx, ident)
+				if len(g.tasks) > 0 {
+					h.Tasks = slices.DeleteFunc(h.Tasks, func(t maintenance.TaskState) bool { return !slices.Contains(g.tasks, t.Task) })
+				}
 				failed = failed || h.Error != ""
 				if err := g.printHealth(h); err != nil {
 					return err
@@ -538,9 +611,10 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 func newConfigCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with the config file"}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "validate",
-		Short: "Load and validate the config; print every problem",
-		Args:  cobra.NoArgs,
+		Use:         "validate",
+		Short:       "Load and validate the config; print every problem",
+		Annotations: honours("config", "output"),
+		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if g.configPath == "" {
 				return usageError{errors.New("config validate needs --config FILE")}
@@ -572,9 +646,10 @@ func newConfigCmd(g *globals) *cobra.Command {
 
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print version, commit, Go and iceberg-go versions",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Short:       "Print version, commit, Go and iceberg-go versions",
+		Annotations: honours("output"),
+		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ice := "unknown"
 			if bi, ok := debug.ReadBuildInfo(); ok {

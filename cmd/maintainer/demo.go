@@ -19,9 +19,10 @@ func newDemoCmd(ctx context.Context, g *globals) *cobra.Command {
 	var dir string
 	var appends, rows, partitions int
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Build a local warehouse full of small files and maintain it (no config, no servers)",
-		Args:  cobra.NoArgs,
+		Use:         "demo",
+		Annotations: honours("output", "log-level"),
+		Short:       "Build a local warehouse full of small files and maintain it (no config, no servers)",
+		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if appends < 1 || rows < 1 || partitions < 0 {
 				return usageError{fmt.Errorf("--appends and --rows must be positive, --partitions not negative")}

@@ -580,6 +580,20 @@ func TestDemo(t *testing.T) {
 		t.Errorf("status of the demo table: %+v; want 3 data files, 0 commits since compaction, 1 snapshot", h)
 	}
 
+	// --task shows only that task's last run (the demo ran all three).
+	r = runMaintainer(t, "", "status", "--config", cfg, "--task", "expire", "--output", "json")
+	expectCode(t, r, 0, "status --task expire")
+	type lastRuns struct {
+		Tasks []struct {
+			Task       string `json:"task"`
+			LastResult string `json:"last_result"`
+		} `json:"tasks"`
+	}
+	only := jsonLines[lastRuns](t, r.stdout)
+	if len(only) != 1 || len(only[0].Tasks) != 1 || only[0].Tasks[0].Task != "expire" || only[0].Tasks[0].LastResult == "" {
+		t.Errorf("status --task expire: %s; want the last run of expire only", r.stdout)
+	}
+
 	// The text form works too, and the next pass has nothing to do.
 	r = runMaintainer(t, "", "status", "--config", cfg)
 	expectCode(t, r, 0, "status (text)")

@@ -27,7 +27,12 @@ func (q schedulerQueue) Enqueue(ctx context.Context, r server.Request) (server.E
 	if err != nil {
 		return server.Enqueued{}, serverError(err)
 	}
-	return server.Enqueued{Table: enq.Table, Tasks: enq.Tasks, Duplicate: enq.Duplicate}, nil
+	out := server.Enqueued{Table: enq.Table, Tasks: enq.Tasks, Duplicate: enq.Duplicate, State: enq.State,
+		Position: enq.Position, Held: make([]server.Held, len(enq.Held))}
+	for i, h := range enq.Held {
+		out.Held[i] = server.Held{Task: h.Task, Until: h.Until}
+	}
+	return out, nil
 }
 
 func (q schedulerQueue) Known(table string) bool { return q.s.Known(table) }

@@ -20,10 +20,12 @@ import (
 
 // heldRunner is a maintenance.TableRunner with one table and nothing due
 // whose runs last until release is closed, so that requests made meanwhile
-// queue up behind the running one.
+// queue up behind the running one. Its tasks in holds are held by their
+// rate limit until the time given.
 type heldRunner struct {
 	release chan struct{}
 	started chan struct{}
+	holds   map[string]time.Time
 }
 
 func (heldRunner) Tables(context.Context) ([]table.Identifier, error) {
@@ -32,6 +34,10 @@ func (heldRunner) Tables(context.Context) ([]table.Identifier, error) {
 
 func (heldRunner) DueTasks(context.Context, table.Identifier, bool) ([]string, []string, error) {
 	return nil, nil, nil
+}
+
+func (h heldRunner) HeldUntil(context.Context, table.Identifier, []string) (map[string]time.Time, error) {
+	return h.holds, nil
 }
 
 func (h heldRunner) RunTable(ctx context.Context, _ table.Identifier, _ maintenance.Request) []maintenance.Outcome {
@@ -50,7 +56,12 @@ func (h heldRunner) RunTable(ctx context.Context, _ table.Identifier, _ maintena
 // returns it with the HTTP handler serve puts in front of it.
 func startScheduler(t *testing.T) (*maintenance.Scheduler, http.Handler, heldRunner, context.CancelFunc) {
 	t.Helper()
-	runner := heldRunner{release: make(chan struct{}), started: make(chan struct{}, 1)}
+	return startSchedulerOver(t, heldRunner{release: make(chan struct{}), started: make(chan struct{}, 1)})
+}
+
+// startSchedulerOver is startScheduler over the given runner.
+func startSchedulerOver(t *testing.T, runner heldRunner) (*maintenance.Scheduler, http.Handler, heldRunner, context.CancelFunc) {
+	t.Helper()
 	cfg := maintenance.DefaultSchedulerConfig()
 	cfg.PollInterval, cfg.MaxConcurrentTables = time.Hour, 1
 	sched, err := maintenance.NewScheduler(cfg, maintenance.SchedulerDeps{Runner: runner})

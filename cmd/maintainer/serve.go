@@ -15,8 +15,9 @@ import (
 
 func newServeCmd(ctx context.Context, g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "serve",
-		Short: "Watch the selected tables and maintain them when due; serve the trigger API, the Alertmanager webhook and /metrics",
+		Use:         "serve",
+		Annotations: honours("config", "table", "log-level"),
+		Short:       "Watch the selected tables and maintain them when due; serve the trigger API, the Alertmanager webhook and /metrics",
 		Long: "Polls the selected tables (scheduler.poll_interval), queues those with due tasks, and runs up\n" +
 			"to scheduler.max_concurrent_tables at a time, each under its lease. HTTP on server.listen:\n" +
 			"POST /v1/trigger, POST /v1/alertmanager, GET /v1/status, /metrics, /healthz, /readyz.\n" +

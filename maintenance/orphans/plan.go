@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
 
 // Sentinel errors; callers classify with errors.Is. Every one of them means
@@ -102,13 +103,29 @@ type Candidate struct {
 	Age      time.Duration `json:"-"` // Now - Modified
 }
 
-// MarshalJSON adds the age as a duration string ("96h0m0s").
+// candidateJSON is a Candidate with its age as a duration in the config's
+// form ("4d").
+type candidateJSON struct {
+	plainCandidate
+	Age units.Duration `json:"age"`
+}
+
+type plainCandidate Candidate
+
+// MarshalJSON adds the age, to the second.
 func (c Candidate) MarshalJSON() ([]byte, error) {
-	type plain Candidate
-	return json.Marshal(struct {
-		plain
-		Age string `json:"age"`
-	}{plain(c), c.Age.Round(time.Second).String()})
+	return json.Marshal(candidateJSON{plainCandidate(c), units.Duration(c.Age.Round(time.Second))})
+}
+
+// UnmarshalJSON reads back what MarshalJSON writes, the age included.
+func (c *Candidate) UnmarshalJSON(b []byte) error {
+	var v candidateJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = Candidate(v.plainCandidate)
+	c.Age = time.Duration(v.Age)
+	return nil
 }
 
 // Skipped is a listed file (or an unlisted hidden folder, Dir set) that is

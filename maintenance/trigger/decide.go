@@ -93,19 +93,27 @@ func Decide(cfg Config, st State, c Counters, now time.Time) Decision {
 	return d
 }
 
-// rateLimit reports whether the rate limit holds the task back at now.
-func rateLimit(cfg Config, st State, now time.Time) (string, bool) {
+// HeldUntil is when cfg's rate limit lets the task run again after the
+// attempt recorded in st; zero when there is no rate limit or no attempt.
+// A forced run is not held.
+func HeldUntil(cfg Config, st State) time.Time {
 	last := st.LastAttempt
 	if st.LastRun.After(last) {
 		last = st.LastRun // a State saved without LastAttempt
 	}
 	if cfg.RateLimit <= 0 || last.IsZero() {
+		return time.Time{}
+	}
+	return last.Add(cfg.RateLimit)
+}
+
+// rateLimit reports whether the rate limit holds the task back at now.
+func rateLimit(cfg Config, st State, now time.Time) (string, bool) {
+	until := HeldUntil(cfg, st)
+	if until.IsZero() || !now.Before(until) {
 		return "", false
 	}
-	ago := now.Sub(last)
-	if ago >= cfg.RateLimit {
-		return "", false
-	}
+	ago := now.Sub(until.Add(-cfg.RateLimit))
 	return fmt.Sprintf("not due: rate limited, last attempt %s ago (rate_limit %s)",
 		formatDuration(ago), formatDuration(cfg.RateLimit)), true
 }
