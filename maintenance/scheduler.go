@@ -162,7 +162,12 @@ type Scheduler struct {
 	lastPoll    time.Time
 	lastPollErr string
 	healthAt    map[string]time.Time
+	// held are the requested tasks waiting for their rate limit to end, by
+	// table and task: one timer each, however often an alert repeats.
+	held map[heldKey]bool
 }
+
+type heldKey struct{ table, task string }
 
 // QueuedTable is one table's pending (or running) request, merged from
 // every request made while it waited.
@@ -213,7 +218,7 @@ func NewScheduler(cfg SchedulerConfig, d SchedulerDeps) (*Scheduler, error) {
 		d.Now = time.Now
 	}
 	return &Scheduler{r: d.Runner, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
-		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}}, nil
+		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}, held: map[heldKey]bool{}}, nil
 }
 
 // Run polls and works until ctx is done, then stops taking work, gives the
@@ -545,7 +550,18 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 	out := Enqueued{Table: req.Table, Tasks: []string{}, State: EnqueueHeld, Held: []HeldTask{}}
 	for _, t := range held {
 		out.Held = append(out.Held, HeldTask{Task: t, Until: until[t]})
+		k := heldKey{req.Table, t}
+		s.mu.Lock()
+		pending := s.held[k]
+		s.held[k] = true
+		s.mu.Unlock()
+		if pending {
+			continue // the same limit ends at the same time: one run then
+		}
 		time.AfterFunc(until[t].Sub(now), func() {
+			s.mu.Lock()
+			delete(s.held, k)
+			s.mu.Unlock()
 			if !s.Stopping() {
 				s.add(req.Table, ident, []string{t}, reason, req.Source, false, true)
 			}

@@ -245,14 +245,28 @@ func TestHeldRequestQueuedWhenTheRateLimitEnds(t *testing.T) {
 	}
 	s := newScheduler(t, r, time.Second)
 	s.poll(ctx)
-	enq, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
-	if err != nil || enq.State != EnqueueHeld {
-		t.Fatalf("%+v, %v; want held", enq, err)
+	// An alert repeating while the limit holds waits on the same timer.
+	for range 3 {
+		enq, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Reason: "alert X", Source: "alertmanager"})
+		if err != nil || enq.State != EnqueueHeld {
+			t.Fatalf("%+v, %v; want held", enq, err)
+		}
+	}
+	heldTimers := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.held)
+	}
+	if n := heldTimers(); n != 1 {
+		t.Fatalf("%d held timers for one table and task, want 1", n)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		q := s.Status().Queue
 		if len(q) == 1 && slices.Equal(q[0].Tasks, []string{TaskCompact}) && q[0].Manual && slices.Equal(q[0].Reasons, []string{"alert X"}) {
+			if n := heldTimers(); n != 0 {
+				t.Fatalf("%d held timers after the limit ended, want 0", n)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
