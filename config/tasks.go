@@ -279,9 +279,16 @@ func (t taskSpec) resolve(layers []layer, isSet func(string) bool) reflect.Value
 			continue
 		}
 		for _, f := range Fields(t.typ) {
-			if isSet(t.keyPath(l, f.Name)) {
-				cfg.Elem().FieldByIndex(f.Index).Set(src.Elem().FieldByIndex(f.Index))
+			if !isSet(t.keyPath(l, f.Name)) {
+				continue
 			}
+			v := src.Elem().FieldByIndex(f.Index)
+			if k := v.Kind(); (k == reflect.Map || k == reflect.Slice) && v.IsNil() {
+				// A key written with no value ("equal_schemes:") sets
+				// nothing, as an empty block does; "{}" or "[]" does set.
+				continue
+			}
+			cfg.Elem().FieldByIndex(f.Index).Set(v)
 		}
 	}
 	return cfg

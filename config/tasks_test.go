@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
@@ -128,5 +130,36 @@ func TestTaskBlocksFollowTheTaskRegistry(t *testing.T) {
 	}
 	if want := maintenance.TaskNames(); !slices.Equal(keys, want) {
 		t.Fatalf("config task blocks %v, maintenance tasks %v: every task needs its block, in run order", keys, want)
+	}
+}
+
+// A key written with no value sets nothing (as the mirror structs' nil
+// pointers did), so the defaults stay: an empty equal_schemes must not
+// drop the built-in s3a/s3n -> s3 equivalences, which would make orphan
+// removal see live s3a:// files as strangers. "{}" clears them on purpose.
+func TestKeyWithoutValueSetsNothing(t *testing.T) {
+	defaults := orphans.DefaultConfig().EqualSchemes
+	if len(defaults) == 0 {
+		t.Fatal("orphans.DefaultConfig has no equal_schemes to keep")
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		want       map[string]string
+	}{
+		{"defaults, no value", "defaults:\n  orphans:\n    equal_schemes:\n", defaults},
+		{"tables entry, no value", "tables:\n  - match: \"**\"\n    orphans:\n      equal_schemes:\n", defaults},
+		{"defaults, empty map", "defaults:\n  orphans:\n    equal_schemes: {}\n", map[string]string{}},
+		{"tables entry over defaults, no value", "defaults:\n  orphans:\n    equal_schemes: {gs: s3}\ntables:\n  - match: \"**\"\n    orphans:\n      equal_schemes:\n", map[string]string{"gs": "s3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustParse(t, minimal+tc.yaml, nil)
+			r, err := c.ForTable("db.t", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(r.Orphans.EqualSchemes, tc.want) || (r.Orphans.EqualSchemes == nil) != (tc.want == nil) {
+				t.Errorf("equal_schemes = %v; want %v", r.Orphans.EqualSchemes, tc.want)
+			}
+		})
 	}
 }
