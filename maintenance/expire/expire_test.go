@@ -1,6 +1,7 @@
 package expire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -14,6 +15,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -374,6 +376,51 @@ func TestMergedManifestsKeepTheirLiveFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAfter(t, before, f.reload(t), true)
+}
+
+// A retained manifest cut to its header (a valid, empty Avro container)
+// must not read as "no live files": the old manifests that leave would then
+// take the data files it holds with them. Its size disagrees with the list's
+// manifest_length, so planning fails naming it and nothing is deleted.
+func TestTruncatedRetainedManifestDeletesNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 8, 20, 2, map[string]string{
+		table.ManifestMergeEnabledKey: "true", table.ManifestMinMergeCountKey: "2",
+	})
+	fs, err := f.tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut []string
+	if _, err := manifestscan.ReadList(fs, f.tbl.CurrentSnapshot().ManifestList, manifestscan.ListOptions{}, func(e *manifestscan.ListEntry) error {
+		cut = append(cut, string(e.Path))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cut {
+		b, err := os.ReadFile(localPath(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every block ends with the file's sync marker, and so does the
+		// header: the header ends at the marker's first occurrence.
+		sync := b[len(b)-16:]
+		if err := os.WriteFile(localPath(p), b[:bytes.Index(b, sync)+16], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := PlanTable(ctx, f.tbl, strictConfig(), lastTS(f.tbl).Add(time.Hour))
+	if err == nil {
+		kinds := map[FileKind]int{}
+		for _, fl := range plan.Files {
+			kinds[fl.Kind]++
+		}
+		t.Fatalf("planned %v with the retained manifests cut short; want an error", kinds)
+	}
+	if !strings.Contains(err.Error(), cut[0]) && (len(cut) < 2 || !strings.Contains(err.Error(), cut[1])) {
+		t.Errorf("error %q names none of the cut manifests %v", err, cut)
+	}
 }
 
 // Statistics and partition-statistics files go with their snapshot; those of

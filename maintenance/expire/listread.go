@@ -71,9 +71,13 @@ func manifestsOf(ctx context.Context, fs iceio.IO, snaps []table.Snapshot, want 
 var manifestOptions = manifestscan.ManifestOptions{Fields: manifestscan.ManifestContent | manifestscan.ManifestFileSize}
 
 // readEntries calls fn for each entry of manifest m, DELETED ones too
-// unless live.
+// unless live. A manifest whose size is not the manifest_length its list
+// records is an error: one cut at a block boundary decodes as a shorter,
+// valid manifest, and a retained one read short would hide live files.
 func readEntries(fs iceio.IO, m listEntry, live bool, fn func(e *manifestscan.ManifestEntry)) error {
-	return manifestscan.ReadManifest(fs, m.Path, manifestOptions, func(e *manifestscan.ManifestEntry) error {
+	opt := manifestOptions
+	opt.Length = m.Length
+	return manifestscan.ReadManifest(fs, m.Path, opt, func(e *manifestscan.ManifestEntry) error {
 		if !live || e.Status != manifestscan.StatusDeleted {
 			fn(e)
 		}
