@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,10 +165,18 @@ type Scheduler struct {
 	healthAt    map[string]time.Time
 	// held are the requested tasks waiting for their rate limit to end, by
 	// table and task: one timer each, however often an alert repeats.
-	held map[heldKey]bool
+	held map[heldKey]*heldEntry
 }
 
 type heldKey struct{ table, task string }
+
+// heldEntry is a requested task the rate limit holds back; it is queued at
+// until, the latest end any request for it was told.
+type heldEntry struct {
+	ident          table.Identifier
+	until          time.Time
+	reason, source string
+}
 
 // QueuedTable is one table's pending (or running) request, merged from
 // every request made while it waited.
@@ -218,7 +227,7 @@ func NewScheduler(cfg SchedulerConfig, d SchedulerDeps) (*Scheduler, error) {
 		d.Now = time.Now
 	}
 	return &Scheduler{r: d.Runner, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
-		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}, held: map[heldKey]bool{}}, nil
+		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}, held: map[heldKey]*heldEntry{}}, nil
 }
 
 // Run polls and works until ctx is done, then stops taking work, gives the
@@ -250,13 +259,14 @@ loop:
 
 	s.mu.Lock()
 	s.stopping = true
-	dropped := len(s.queue)
+	dropped, heldDropped := len(s.queue), len(s.held)
 	s.queue = nil
+	clear(s.held) // their timers find nothing to queue
 	running := len(s.running)
 	s.mu.Unlock()
 	s.notify()
-	s.log.Info("shutting down: no new work", "queued_dropped", dropped, "running", running,
-		"grace", s.cfg.ShutdownGrace)
+	s.log.Info("shutting down: no new work", "queued_dropped", dropped, "held_dropped", heldDropped,
+		"running", running, "grace", s.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	grace := time.NewTimer(s.cfg.ShutdownGrace)
@@ -367,6 +377,11 @@ func (s *Scheduler) busy(name string) bool {
 func (s *Scheduler) add(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool) (*QueuedTable, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.addLocked(name, ident, tasks, reason, source, force, manual)
+}
+
+// addLocked is add with s.mu held.
+func (s *Scheduler) addLocked(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool) (*QueuedTable, bool) {
 	if i := slices.IndexFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name }); i >= 0 {
 		e := s.queue[i]
 		e.Tasks = mergeTasks(e.Tasks, tasks)
@@ -498,10 +513,12 @@ func (s *Scheduler) requeueBusy(e *QueuedTable) {
 	if s.Stopping() {
 		return
 	}
-	q, _ := s.add(e.Table, e.ident, e.Tasks, strings.Join(e.Reasons, "; "), e.Sources[0], e.Force, e.Manual)
+	// One critical section: a worker may take the entry as soon as it is
+	// queued, and must see its retry count.
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, _ := s.addLocked(e.Table, e.ident, e.Tasks, strings.Join(e.Reasons, "; "), e.Sources[0], e.Force, e.Manual)
 	q.BusyRetries = max(q.BusyRetries, e.BusyRetries+1)
-	s.mu.Unlock()
 }
 
 // Enqueue queues a request from the HTTP API or an alert, and says when it
@@ -550,22 +567,7 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 	out := Enqueued{Table: req.Table, Tasks: []string{}, State: EnqueueHeld, Held: []HeldTask{}}
 	for _, t := range held {
 		out.Held = append(out.Held, HeldTask{Task: t, Until: until[t]})
-		k := heldKey{req.Table, t}
-		s.mu.Lock()
-		pending := s.held[k]
-		s.held[k] = true
-		s.mu.Unlock()
-		if pending {
-			continue // the same limit ends at the same time: one run then
-		}
-		time.AfterFunc(until[t].Sub(now), func() {
-			s.mu.Lock()
-			delete(s.held, k)
-			s.mu.Unlock()
-			if !s.Stopping() {
-				s.add(req.Table, ident, []string{t}, reason, req.Source, false, true)
-			}
-		})
+		s.hold(heldKey{req.Table, t}, &heldEntry{ident: ident, until: until[t], reason: reason, source: req.Source})
 	}
 	if len(ready) > 0 {
 		e, dup := s.add(req.Table, ident, ready, reason, req.Source, req.Force, !req.Force)
@@ -579,6 +581,40 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 		s.mu.Unlock()
 	}
 	return out, nil
+}
+
+// hold queues e's task when its rate limit ends. A task already held keeps
+// its one timer, moved to the later end if this request was told a later
+// one (a run in between moved the limit).
+func (s *Scheduler) hold(k heldKey, e *heldEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.held[k]; ok {
+		if e.until.After(cur.until) {
+			cur.until = e.until
+		}
+		return
+	}
+	s.held[k] = e
+	s.armHeld(k, e.until)
+}
+
+// armHeld starts the timer of held task k for at; s.mu is held.
+func (s *Scheduler) armHeld(k heldKey, at time.Time) {
+	time.AfterFunc(at.Sub(s.now()), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		e := s.held[k]
+		if e == nil || s.stopping {
+			return
+		}
+		if s.now().Before(e.until) { // moved later meanwhile
+			s.armHeld(k, e.until)
+			return
+		}
+		delete(s.held, k)
+		s.addLocked(k.table, e.ident, []string{k.task}, e.reason, e.source, false, true)
+	})
 }
 
 // Stopping reports whether shutdown began (no new work is taken).
@@ -604,7 +640,19 @@ type Status struct {
 	Stopping    bool          `json:"stopping,omitempty"`
 	Queue       []QueuedTable `json:"queue"`
 	Running     []QueuedTable `json:"running"`
-	Recent      []RecentRun   `json:"recent"`
+	// Held are requested tasks waiting for their rate_limit to end; each
+	// is queued at its held_until.
+	Held   []HeldRequest `json:"held"`
+	Recent []RecentRun   `json:"recent"`
+}
+
+// HeldRequest is one requested task that its rate_limit holds back.
+type HeldRequest struct {
+	Table     string    `json:"table"`
+	Task      string    `json:"task"`
+	HeldUntil time.Time `json:"held_until"`
+	Reason    string    `json:"reason,omitempty"`
+	Source    string    `json:"source"`
 }
 
 // Status returns a copy of the queue, the running tables and the recent
@@ -613,7 +661,13 @@ func (s *Scheduler) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{Tables: len(s.known), LastPoll: s.lastPoll, LastPollErr: s.lastPollErr, Stopping: s.stopping,
-		Queue: []QueuedTable{}, Running: []QueuedTable{}, Recent: slices.Clone(s.recent)}
+		Queue: []QueuedTable{}, Running: []QueuedTable{}, Held: []HeldRequest{}, Recent: slices.Clone(s.recent)}
+	for k, e := range s.held {
+		st.Held = append(st.Held, HeldRequest{Table: k.table, Task: k.task, HeldUntil: e.until, Reason: e.reason, Source: e.source})
+	}
+	slices.SortFunc(st.Held, func(a, b HeldRequest) int {
+		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Task, b.Task))
+	})
 	for _, e := range s.queue {
 		st.Queue = append(st.Queue, cloneEntry(e))
 	}

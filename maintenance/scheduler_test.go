@@ -260,6 +260,9 @@ func TestHeldRequestQueuedWhenTheRateLimitEnds(t *testing.T) {
 	if n := heldTimers(); n != 1 {
 		t.Fatalf("%d held timers for one table and task, want 1", n)
 	}
+	if h := s.Status().Held; len(h) != 1 || h[0].Table != tableName || h[0].Task != TaskCompact || h[0].Reason != "alert X" {
+		t.Fatalf("status held = %+v; want the held compaction", h)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		q := s.Status().Queue
@@ -273,5 +276,35 @@ func TestHeldRequestQueuedWhenTheRateLimitEnds(t *testing.T) {
 			t.Fatalf("the held compaction was never queued: %+v", q)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A held task told a later end by a second request (a run in between moved
+// its rate limit) is queued at that later end, not at the first one, where
+// the run would only be refused as rate limited.
+func TestHeldTaskMovesToTheLaterEnd(t *testing.T) {
+	e := newEnv(t, 3)
+	s := newScheduler(t, e.runner(t, memlock.New(), nil), time.Second)
+	s.poll(t.Context())
+	ident := s.known[tableName]
+	start := time.Now()
+	first, later := start.Add(50*time.Millisecond), start.Add(400*time.Millisecond)
+	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: first, reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: later, reason: "alert X", source: "alertmanager"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if q := s.Status().Queue; len(q) == 1 {
+			if q[0].QueuedAt.Before(later) {
+				t.Fatalf("queued at %s, before the later end %s", q[0].QueuedAt, later)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held compaction was never queued")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h := s.Status().Held; len(h) != 0 {
+		t.Fatalf("still held after queueing: %+v", h)
 	}
 }

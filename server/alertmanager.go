@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -181,6 +182,12 @@ func (s *Server) handleAlertmanager(w http.ResponseWriter, r *http.Request) {
 		notes = append(notes, fmt.Sprintf("%d resolved alert(s) ignored", ignored))
 	}
 
+	// One budget for the whole notification: each enqueue may read a
+	// table's rate limits, and Alertmanager must get its answer before
+	// its webhook timeout however many tables the alerts name. Past the
+	// budget the requests are still queued; their runs apply the limits.
+	ctx, cancel := context.WithTimeout(r.Context(), enqueueBudget)
+	defer cancel()
 	queued := make([]Enqueued, 0, len(work))
 	for i, tw := range work {
 		req := Request{Table: tw.table, Reason: joinReasons(tw.reasons), Source: SourceAlertmanager}
@@ -191,7 +198,7 @@ func (s *Server) handleAlertmanager(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		enq, err := s.queue.Enqueue(r.Context(), req)
+		enq, err := s.queue.Enqueue(ctx, req)
 		if err != nil {
 			code, result := enqueueStatus(err)
 			count(result, 1)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -327,5 +328,33 @@ func TestAlertmanagerStopping(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(e.srv.m.triggers.WithLabelValues(SourceAlertmanager, resultError)); n != 2 {
 		t.Errorf("alertmanager error = %v, want 2 (both tables)", n)
+	}
+}
+
+// The queue may read a table's rate limits for each request: one budget
+// bounds them all, so a notification naming many tables is answered before
+// Alertmanager's webhook timeout; a trigger request has the same bound.
+func TestEnqueueCallsShareOneBudget(t *testing.T) {
+	q := newFakeQueue("sales.orders", "web.events")
+	e := newEnv(t, DefaultConfig(), q, nil)
+	if w := e.do(http.MethodPost, "/v1/alertmanager", amNotification, "Content-Type", "application/json"); w.Code != http.StatusAccepted {
+		t.Fatalf("code %d: %s", w.Code, w.Body)
+	}
+	if w := e.do(http.MethodPost, "/v1/trigger", `{"table":"web.events"}`, "Content-Type", "application/json"); w.Code != http.StatusAccepted {
+		t.Fatalf("code %d: %s", w.Code, w.Body)
+	}
+	q.mu.Lock()
+	dls := slices.Clone(q.deadlines)
+	q.mu.Unlock()
+	if len(dls) != 3 {
+		t.Fatalf("%d enqueues, want 3", len(dls))
+	}
+	for i, dl := range dls {
+		if dl.IsZero() || time.Until(dl) > enqueueBudget {
+			t.Errorf("enqueue %d: deadline %v; want one within %s", i, dl, enqueueBudget)
+		}
+	}
+	if !dls[0].Equal(dls[1]) {
+		t.Errorf("the notification's two enqueues have deadlines %v and %v; want one shared budget", dls[0], dls[1])
 	}
 }

@@ -5,7 +5,10 @@
 // maintenance, a layer above this one), which the binary adapts to Queue and
 // whose task names it passes in Deps.Tasks. Keeping the HTTP layer free of
 // catalog, lock and table code keeps a slow or hostile client from holding a
-// lease or a table open, and lets every handler answer in milliseconds.
+// lease or a table open. The one read behind an answer is the queue's look-up
+// of a table's rate limits (to say when a run happens), bounded by
+// enqueueBudget per request: past it a request is queued and its run applies
+// the limits.
 //
 // Endpoints:
 //
@@ -44,6 +47,10 @@ type Queue interface {
 	// runs); the server only encodes it, so it need not know its type.
 	Status() any
 }
+
+// enqueueBudget bounds the queue calls behind one answer (a trigger request,
+// or every table of an Alertmanager notification together).
+const enqueueBudget = 5 * time.Second
 
 // Sentinels a Queue wraps so the server can pick the HTTP status.
 var (

@@ -39,6 +39,8 @@ type fakeQueue struct {
 	// entered receives a value each time Enqueue starts, when set.
 	entered chan struct{}
 	status  any
+	// deadlines are the deadlines of Enqueue's contexts (zero: none).
+	deadlines []time.Time
 }
 
 func newFakeQueue(tables ...string) *fakeQueue {
@@ -62,6 +64,8 @@ func (q *fakeQueue) Enqueue(ctx context.Context, r Request) (Enqueued, error) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	dl, _ := ctx.Deadline()
+	q.deadlines = append(q.deadlines, dl)
 	if q.err != nil {
 		return Enqueued{}, q.err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,7 +50,9 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	req.Tasks = tasks
 	req.Source = SourceHTTP
 
-	enq, err := s.queue.Enqueue(r.Context(), req)
+	ctx, cancel := context.WithTimeout(r.Context(), enqueueBudget)
+	defer cancel()
+	enq, err := s.queue.Enqueue(ctx, req)
 	if err != nil {
 		code, result := enqueueStatus(err)
 		count(result)
