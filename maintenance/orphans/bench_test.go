@@ -61,12 +61,7 @@ func BenchmarkPlanOrphans(b *testing.B) {
 // BenchmarkRecheck measures Execute's re-check of every candidate against
 // freshly loaded metadata (it deletes nothing here).
 func BenchmarkRecheck(b *testing.B) {
-	bt := benchTable(b)
-	cfg := DefaultConfig()
-	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bt, plan, cfg := benchPlan(b)
 	var kept int
 	measure(b, func() {
 		toDelete, _, err := recheck(context.Background(), bt.cat, bt.tbl, plan, plan.config(cfg), &Result{})
@@ -85,12 +80,7 @@ func BenchmarkRecheck(b *testing.B) {
 // delete batch when nothing was committed since the re-check: one
 // LoadTable, no metadata read.
 func BenchmarkRecheckCatchUp(b *testing.B) {
-	bt := benchTable(b)
-	cfg := DefaultConfig()
-	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bt, plan, cfg := benchPlan(b)
 	_, tr, err := recheck(context.Background(), bt.cat, bt.tbl, plan, plan.config(cfg), &Result{})
 	if err != nil {
 		b.Fatal(err)
@@ -100,6 +90,18 @@ func BenchmarkRecheckCatchUp(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// benchPlan plans orphan removal on the benchmark table with the default
+// config.
+func benchPlan(b *testing.B) (*benchFixture, *Plan, Config) {
+	bt := benchTable(b)
+	cfg := DefaultConfig()
+	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bt, plan, cfg
 }
 
 // BenchmarkPlanOrphansIcebergGo is the baseline: iceberg-go v0.7.0's own
