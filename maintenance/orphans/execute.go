@@ -306,7 +306,7 @@ func recheck(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	// Only the candidates' references matter: the set holds those alone.
 	tr.refs = newRefSet(h, sc.norm, sc.listLoc.path)
 	tr.refs.keep = func(ph pathHash) bool { _, ok := want[ph]; return ok }
-	if err := tr.catchUpFrom(ctx, fresh); err != nil {
+	if err := tr.advance(ctx, fresh); err != nil {
 		return nil, nil, err
 	}
 
@@ -402,40 +402,45 @@ func (t *tracker) catchUp(ctx context.Context) error {
 	return t.catchUpLocked(ctx, fresh)
 }
 
-// catchUpFrom is catchUp starting from an already re-loaded table.
-func (t *tracker) catchUpFrom(ctx context.Context, fresh *table.Table) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.catchUpLocked(ctx, fresh)
-}
-
-func (t *tracker) catchUpLocked(ctx context.Context, fresh *table.Table) (err error) {
-	defer func() { t.err = err }()
+func (t *tracker) catchUpLocked(ctx context.Context, fresh *table.Table) error {
 	for {
 		at := fresh.MetadataLocation()
 		if at != "" && at == t.at {
 			return nil
 		}
-		if _, err := t.admit(fresh); err != nil {
+		if err := t.advance(ctx, fresh); err != nil {
 			return err
-		}
-		fs, err := fresh.FS(ctx)
-		if err != nil {
-			return fmt.Errorf("open table IO: %w", err)
-		}
-		if _, err := walkReferences(ctx, fs, fresh.Metadata(), at, t.cfg.ListConcurrency, t.known, t.refs.add); err != nil {
-			return fmt.Errorf("re-check candidates against fresh metadata %s: %w", at, err)
 		}
 		if at == "" {
 			// Without a metadata location a move cannot be told from
 			// none: one walk of the metadata just loaded is all we know.
 			return nil
 		}
-		t.at = at
+		var err error
 		if fresh, err = t.load(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// advance adds to refs what fresh references and was not read before.
+// The re-check calls it alone: the catch-up before the first batch then
+// re-loads, so the set is confirmed current before anything is deleted.
+func (t *tracker) advance(ctx context.Context, fresh *table.Table) (err error) {
+	defer func() { t.err = err }()
+	if _, err := t.admit(fresh); err != nil {
+		return err
+	}
+	fs, err := fresh.FS(ctx)
+	if err != nil {
+		return fmt.Errorf("open table IO: %w", err)
+	}
+	at := fresh.MetadataLocation()
+	if _, err := walkReferences(ctx, fs, fresh.Metadata(), at, t.cfg.ListConcurrency, t.known, t.refs.add); err != nil {
+		return fmt.Errorf("re-check candidates against fresh metadata %s: %w", at, err)
+	}
+	t.at = at
+	return nil
 }
 
 // referenced reports whether the metadata caught up with may reference path:
