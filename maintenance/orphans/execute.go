@@ -221,15 +221,17 @@ feed:
 	// delete landed is not seen above: look once more, and say so loudly.
 	var verifyErr error
 	if len(deleted) > 0 {
+		// Also after a cancellation: what was deleted must be checked.
 		if err := tr.catchUp(context.WithoutCancel(ctx)); err != nil {
 			verifyErr = fmt.Errorf("check the deleted files against the metadata after deleting: %w", err)
-		}
-		for _, p := range deleted {
-			if verifyErr == nil && tr.referenced(p) {
-				res.DeletedReferenced = append(res.DeletedReferenced, p)
+		} else {
+			for _, p := range deleted {
+				if tr.referenced(p) {
+					res.DeletedReferenced = append(res.DeletedReferenced, p)
+				}
 			}
+			slices.Sort(res.DeletedReferenced)
 		}
-		slices.Sort(res.DeletedReferenced)
 	}
 
 	log.Info("orphan files removed", "found", res.FilesFound, "bytes_found", res.BytesFound,
