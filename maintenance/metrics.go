@@ -35,6 +35,7 @@ type Metrics struct {
 	filesDeleted  *prometheus.CounterVec
 	bytesDeleted  *prometheus.CounterVec
 	orphansFound  *prometheus.CounterVec
+	orphansLost   *prometheus.CounterVec
 	orphanFiles   *prometheus.GaugeVec
 	orphanBytes   *prometheus.GaugeVec
 	conflicts     *prometheus.CounterVec
@@ -86,9 +87,11 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		filesDeleted: counter("deleted_files_total", "Files deleted, by task (expire: unreferenced files of expired snapshots; orphans: orphan files).", tl, metrics.LabelTask),
 		bytesDeleted: counter("deleted_bytes_total", "Bytes of files deleted, by task.", tl, metrics.LabelTask),
 		orphansFound: counter("orphan_files_found_total", "Orphan files found past the minimum age, summed over scans.", tl),
-		orphanFiles:  gauge("table_orphan_files", "Orphan files past the minimum age found by the last scan of a table.", tl),
-		orphanBytes:  gauge("table_orphan_bytes", "Bytes of orphan files past the minimum age found by the last scan of a table.", tl),
-		conflicts:    counter("commit_conflicts_total", "Commits retried after a conflict with a concurrent writer, by task.", tl, metrics.LabelTask),
+		orphansLost: counter("orphan_files_deleted_referenced_total",
+			"Files orphan removal deleted that the table referenced right after: a writer committed them while they were deleted (the run failed).", tl),
+		orphanFiles: gauge("table_orphan_files", "Orphan files past the minimum age found by the last scan of a table.", tl),
+		orphanBytes: gauge("table_orphan_bytes", "Bytes of orphan files past the minimum age found by the last scan of a table.", tl),
+		conflicts:   counter("commit_conflicts_total", "Commits retried after a conflict with a concurrent writer, by task.", tl, metrics.LabelTask),
 		lockAcquire: counter("lock_acquisitions_total", "Attempts to take a table's lease, by result (acquired, busy, error).",
 			metrics.LabelResult),
 		lockWait: f.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "lock_wait_seconds",
@@ -116,7 +119,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 	}
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
-			m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphanFiles, m.orphanBytes, m.conflicts,
+			m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphansLost, m.orphanFiles, m.orphanBytes, m.conflicts,
 			m.healthFiles, m.healthSmall, m.healthCompact, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
 			m.healthCommits, m.healthTime)
 	})
@@ -172,6 +175,7 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.FilesDeleted))
 		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.BytesDeleted))
 		m.orphansFound.WithLabelValues(tl).Add(float64(r.FilesFound))
+		m.orphansLost.WithLabelValues(tl).Add(float64(len(r.DeletedReferenced)))
 		if own {
 			// What is left after this run (also a failed one, whose deletes
 			// may have failed): found minus deleted. The report exists only

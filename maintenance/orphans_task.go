@@ -24,7 +24,10 @@ type OrphansReport struct {
 	FilesDeleted  int                 `json:"files_deleted"`
 	BytesDeleted  int64               `json:"bytes_deleted"`
 	NowReferenced []string            `json:"now_referenced,omitempty"`
-	Failed        []string            `json:"failed,omitempty"`
+	// DeletedReferenced are deleted files a writer committed while they
+	// were deleted: the run failed, the table has lost them.
+	DeletedReferenced []string `json:"deleted_referenced,omitempty"`
+	Failed            []string `json:"failed,omitempty"`
 }
 
 func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
@@ -57,6 +60,7 @@ func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Conf
 	res, err := orphans.Execute(ctx, r.cat, tbl, store, plan, cfg, orphans.Options{Logger: r.log})
 	if res != nil {
 		rep.FilesDeleted, rep.BytesDeleted, rep.NowReferenced = res.FilesDeleted, res.BytesDeleted, res.NowReferenced
+		rep.DeletedReferenced = res.DeletedReferenced
 		for _, f := range res.Failed {
 			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", f.Path, f.Err))
 		}

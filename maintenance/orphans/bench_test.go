@@ -61,15 +61,10 @@ func BenchmarkPlanOrphans(b *testing.B) {
 // BenchmarkRecheck measures Execute's re-check of every candidate against
 // freshly loaded metadata (it deletes nothing here).
 func BenchmarkRecheck(b *testing.B) {
-	bt := benchTable(b)
-	cfg := DefaultConfig()
-	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bt, plan, cfg := benchPlan(b)
 	var kept int
 	measure(b, func() {
-		toDelete, err := recheck(context.Background(), bt.cat, bt.tbl, plan, plan.config(cfg), &Result{})
+		toDelete, _, err := recheck(context.Background(), bt.cat, bt.tbl, plan, plan.config(cfg), &Result{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,6 +74,34 @@ func BenchmarkRecheck(b *testing.B) {
 		b.Fatalf("re-check kept %d of %d candidates", kept, len(plan.Candidates))
 	}
 	b.ReportMetric(float64(kept), "candidates")
+}
+
+// BenchmarkRecheckCatchUp measures the catch-up Execute makes before each
+// delete batch when nothing was committed since the re-check: one
+// LoadTable, no metadata read.
+func BenchmarkRecheckCatchUp(b *testing.B) {
+	bt, plan, cfg := benchPlan(b)
+	_, tr, err := recheck(context.Background(), bt.cat, bt.tbl, plan, plan.config(cfg), &Result{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	measure(b, func() {
+		if err := tr.catchUp(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// benchPlan plans orphan removal on the benchmark table with the default
+// config.
+func benchPlan(b *testing.B) (*benchFixture, *Plan, Config) {
+	bt := benchTable(b)
+	cfg := DefaultConfig()
+	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bt, plan, cfg
 }
 
 // BenchmarkPlanOrphansIcebergGo is the baseline: iceberg-go v0.7.0's own

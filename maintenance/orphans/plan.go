@@ -18,7 +18,9 @@ import (
 )
 
 // Sentinel errors; callers classify with errors.Is. Every one of them means
-// nothing was deleted.
+// nothing was deleted, except when Execute returns ErrGCDisabled,
+// ErrTableChanged or ErrMetadataRead found at a later batch: its message
+// then says how many files were deleted before.
 var (
 	// ErrGCDisabled: the table has gc.enabled=false (or a value that is not
 	// a boolean): its files may be shared with other tables.
@@ -328,7 +330,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, store Store, cfg Config, n
 		for range listed { // let the lister finish
 		}
 	}()
-	st, err := walkReferences(runCtx, fs, meta, tbl.MetadataLocation(), cfg.ListConcurrency, refs.add)
+	st, err := walkReferences(runCtx, fs, meta, tbl.MetadataLocation(), cfg.ListConcurrency, newWalked(), refs.add)
 	if err != nil {
 		cancel(fmt.Errorf("collect referenced files: %w", err))
 	}

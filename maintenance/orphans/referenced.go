@@ -34,8 +34,14 @@ type refStats struct {
 // however many snapshots share it; manifest lists are decoded for their
 // manifest paths only and never held together. Any read error aborts.
 //
+// known records the manifest lists and manifests already read: a walk skips
+// them (their files are already in sink), so walking the metadata of a later
+// commit reads only what that commit added. Lists and manifests are
+// immutable, so a path read once needs no second read. A walk that fails
+// leaves known holding paths it did not finish; do not walk with it again.
+//
 // sink must be safe for concurrent use; it gets batches.
-func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metadataLocation string, concurrency int, sink func([]string) error) (refStats, error) {
+func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metadataLocation string, concurrency int, known *walked, sink func([]string) error) (refStats, error) {
 	var st refStats
 	top := []string{metadataLocation, join(meta.Location(), "metadata/version-hint.text")}
 	for e := range meta.PreviousFiles() {
@@ -79,7 +85,6 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 		length int64
 	}
 	manifests := make(chan manifestJob, 1024)
-	seen := newSeenSet()
 
 	var mu sync.Mutex
 	count := func(lists, manifests, entries int) {
@@ -111,12 +116,15 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 				var fresh []string
 				var lengths []int64
 				if s.ManifestList != "" {
+					if !known.lists.add([]byte(s.ManifestList)) {
+						continue
+					}
 					if err := sink([]string{s.ManifestList}); err != nil {
 						return err
 					}
 				}
 				_, err := manifestscan.ReadSnapshot(fs, &s, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
-					if seen.add(e.Path) {
+					if known.manifests.add(e.Path) {
 						fresh = append(fresh, string(e.Path))
 						lengths = append(lengths, e.Length)
 					}
@@ -194,7 +202,13 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 	return st, ctx.Err()
 }
 
-// seenSet records the manifests already queued, by path hash, in shards.
+// walked is what walks with it have read, by path: manifest lists and
+// manifests.
+type walked struct{ lists, manifests *seenSet }
+
+func newWalked() *walked { return &walked{lists: newSeenSet(), manifests: newSeenSet()} }
+
+// seenSet records the paths already queued, by path hash, in shards.
 type seenSet struct {
 	h      hasher
 	shards [64]struct {
