@@ -254,14 +254,9 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 }
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
-	tbl, err := r.cat.LoadTable(ctx, ident)
+	tbl, pol, err := r.load(ctx, ident, name)
 	if err != nil {
-		return failAll(name, tasks, fmt.Errorf("load table %s: %w", name, err))
-	}
-	pol, err := r.policy(name, tbl.Properties())
-	if err != nil {
-		// The config and this table's properties contradict each other.
-		return failAll(name, tasks, fmt.Errorf("settings for table %s: %w", name, err))
+		return failAll(name, tasks, err)
 	}
 	var out []Outcome
 	changed := false
@@ -364,19 +359,30 @@ func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol 
 	return d, nil
 }
 
+// load loads a table fresh and resolves its policy, the start of a pass, of
+// a poll's decision and of a rate-limit look-up alike.
+func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) (*table.Table, Policy, error) {
+	tbl, err := r.cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, Policy{}, fmt.Errorf("load table %s: %w", name, err)
+	}
+	pol, err := r.policy(name, tbl.Properties())
+	if err != nil {
+		// The config and this table's properties contradict each other.
+		return nil, Policy{}, fmt.Errorf("settings for table %s: %w", name, err)
+	}
+	return tbl, pol, nil
+}
+
 // DueTasks loads a table and returns its enabled tasks that are due, with
 // the reasons; it is cheap (table metadata, manifests only when a
 // threshold needs them) and takes no lease. With measure, it also sets the
 // table's health gauges from the same loaded table (that reads manifests).
 func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure bool) ([]string, []string, error) {
 	name := strings.Join(ident, ".")
-	tbl, err := r.cat.LoadTable(ctx, ident)
+	tbl, pol, err := r.load(ctx, ident, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load table %s: %w", name, err)
-	}
-	pol, err := r.policy(name, tbl.Properties())
-	if err != nil {
-		return nil, nil, fmt.Errorf("settings for table %s: %w", name, err)
+		return nil, nil, err
 	}
 	if measure {
 		h, err := TableHealth(ctx, tbl, pol.Compact)
@@ -395,7 +401,7 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 		}
 		st, err := r.state.Load(ctx, name, task.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("trigger state of %s %s: %w", name, task.Name, err)
 		}
 		d, err := r.decide(ctx, tbl, task.Name, pol, st, false, now)
 		if err != nil {
@@ -414,13 +420,9 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 // limit lets a requested (manual) run of it go ahead. It takes no lease.
 func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
 	name := strings.Join(ident, ".")
-	tbl, err := r.cat.LoadTable(ctx, ident)
+	_, pol, err := r.load(ctx, ident, name)
 	if err != nil {
-		return nil, fmt.Errorf("load table %s: %w", name, err)
-	}
-	pol, err := r.policy(name, tbl.Properties())
-	if err != nil {
-		return nil, fmt.Errorf("settings for table %s: %w", name, err)
+		return nil, err
 	}
 	held := map[string]time.Time{}
 	now := r.now()
