@@ -380,8 +380,12 @@ func (s *Scheduler) add(name string, ident table.Identifier, tasks []string, rea
 	return s.addLocked(name, ident, tasks, reason, source, force, manual)
 }
 
-// addLocked is add with s.mu held.
+// addLocked is add with s.mu held. A task queued now is no longer held: the
+// run it waited for happens now (a poll found it due, or it was forced).
 func (s *Scheduler) addLocked(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool) (*QueuedTable, bool) {
+	for _, t := range mergeTasks(nil, tasks) {
+		delete(s.held, heldKey{name, t})
+	}
 	if i := slices.IndexFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name }); i >= 0 {
 		e := s.queue[i]
 		e.Tasks = mergeTasks(e.Tasks, tasks)

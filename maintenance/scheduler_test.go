@@ -308,3 +308,19 @@ func TestHeldTaskMovesToTheLaterEnd(t *testing.T) {
 		t.Fatalf("still held after queueing: %+v", h)
 	}
 }
+
+// A held task that is queued meanwhile (a poll found it due, or a forced
+// request) is no longer held: its timer must not queue a second run.
+func TestQueuedTaskIsNoLongerHeld(t *testing.T) {
+	e := newEnv(t, 3)
+	s := newScheduler(t, e.runner(t, memlock.New(), nil), time.Second)
+	s.poll(t.Context())
+	ident := s.known[tableName]
+	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskExpire}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
+	s.add(tableName, ident, []string{TaskCompact}, "forced", "http", true, false)
+	h := s.Status().Held
+	if len(h) != 1 || h[0].Task != TaskExpire {
+		t.Fatalf("held after queueing compact = %+v; want only expire", h)
+	}
+}

@@ -144,7 +144,7 @@ func TriggerRequests(reg prometheus.Registerer) *prometheus.CounterVec {
 	return CounterVec(reg, prometheus.CounterOpts{
 		Namespace: Namespace,
 		Name:      "trigger_requests_total",
-		Help:      "Requests to run maintenance, by source (poll, http, alertmanager) and result (queued, duplicate, ignored, rejected, unauthorized, error).",
+		Help:      "Requests to run maintenance, by source (poll, http, alertmanager) and result (queued, duplicate, held, ignored, rejected, unauthorized, error).",
 	}, []string{LabelSource, LabelResult})
 }
 

@@ -212,11 +212,7 @@ func (s *Server) handleAlertmanager(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, code, amFailure{Error: enqueueMessage(tw.table, err), Queued: queued})
 			return
 		}
-		if enq.Duplicate {
-			count(resultDuplicate, 1)
-		} else {
-			count(resultQueued, 1)
-		}
+		count(enqueueResult(enq), 1)
 		s.log.Info("maintenance requested", "source", SourceAlertmanager, "table", enq.Table,
 			"task", strings.Join(enq.Tasks, ","), "state", enq.State, "held", len(enq.Held), "receiver", p.Receiver)
 		queued = append(queued, enq)

@@ -14,6 +14,7 @@ import (
 const (
 	resultQueued       = "queued"       // a new request entered the queue
 	resultDuplicate    = "duplicate"    // merged into one already queued
+	resultHeld         = "held"         // every task asked for waits for its rate limit
 	resultIgnored      = "ignored"      // a resolved alert
 	resultRejected     = "rejected"     // the client's fault: 400, 405, 413
 	resultUnauthorized = "unauthorized" // 401
@@ -47,7 +48,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 	}
 	// Zero series from the start, so rate() and alerts see the first event.
 	for _, src := range []string{SourceHTTP, SourceAlertmanager} {
-		for _, res := range []string{resultQueued, resultDuplicate, resultIgnored, resultRejected, resultUnauthorized, resultError} {
+		for _, res := range []string{resultQueued, resultDuplicate, resultHeld, resultIgnored, resultRejected, resultUnauthorized, resultError} {
 			if src == SourceHTTP && res == resultIgnored {
 				continue // the trigger API has nothing to ignore
 			}
@@ -55,6 +56,18 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		}
 	}
 	return m
+}
+
+// enqueueResult is the trigger result of an accepted request: what its
+// answer's state says happens.
+func enqueueResult(enq Enqueued) string {
+	switch {
+	case enq.State == StateHeld:
+		return resultHeld
+	case enq.Duplicate:
+		return resultDuplicate
+	}
+	return resultQueued
 }
 
 func (m *serverMetrics) trigger(source, result string, n int) {

@@ -41,6 +41,7 @@ type fakeQueue struct {
 	status  any
 	// deadlines are the deadlines of Enqueue's contexts (zero: none).
 	deadlines []time.Time
+	state     string // the State of every answer, when set
 }
 
 func newFakeQueue(tables ...string) *fakeQueue {
@@ -79,7 +80,7 @@ func (q *fakeQueue) Enqueue(ctx context.Context, r Request) (Enqueued, error) {
 	}
 	dup := q.queued[r.Table]
 	q.queued[r.Table] = true
-	return Enqueued{Table: r.Table, Tasks: tasks, Duplicate: dup}, nil
+	return Enqueued{Table: r.Table, Tasks: tasks, Duplicate: dup, State: q.state}, nil
 }
 
 func (q *fakeQueue) Known(table string) bool {
@@ -333,6 +334,8 @@ iceberg_maintainer_trigger_requests_total{result="duplicate",source="alertmanage
 iceberg_maintainer_trigger_requests_total{result="duplicate",source="http"} 2
 iceberg_maintainer_trigger_requests_total{result="error",source="alertmanager"} 0
 iceberg_maintainer_trigger_requests_total{result="error",source="http"} 0
+iceberg_maintainer_trigger_requests_total{result="held",source="alertmanager"} 0
+iceberg_maintainer_trigger_requests_total{result="held",source="http"} 0
 iceberg_maintainer_trigger_requests_total{result="ignored",source="alertmanager"} 0
 iceberg_maintainer_trigger_requests_total{result="queued",source="alertmanager"} 0
 iceberg_maintainer_trigger_requests_total{result="queued",source="http"} 1
@@ -868,5 +871,19 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A request whose every task waits for its rate limit is counted held, not
+// queued: nothing entered the queue.
+func TestHeldRequestCountsHeld(t *testing.T) {
+	q := newFakeQueue("web.events")
+	q.state = StateHeld
+	e := newEnv(t, DefaultConfig(), q, nil)
+	if w := e.do(http.MethodPost, "/v1/trigger", `{"table":"web.events"}`, "Content-Type", "application/json"); w.Code != http.StatusAccepted {
+		t.Fatalf("code %d: %s", w.Code, w.Body)
+	}
+	if held, queued := e.triggerCount(SourceHTTP, resultHeld), e.triggerCount(SourceHTTP, resultQueued); held != 1 || queued != 0 {
+		t.Errorf("held %v, queued %v; want 1 and 0", held, queued)
 	}
 }

@@ -65,11 +65,7 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, enqueueMessage(req.Table, err))
 		return
 	}
-	if enq.Duplicate {
-		count(resultDuplicate)
-	} else {
-		count(resultQueued)
-	}
+	count(enqueueResult(enq))
 	s.log.Info("maintenance requested", "source", SourceHTTP, "table", enq.Table,
 		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "state", enq.State, "held", len(enq.Held))
 	writeJSON(w, http.StatusAccepted, triggerResponse{Queued: []Enqueued{enq}})

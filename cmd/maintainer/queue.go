@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/server"
@@ -27,12 +28,30 @@ func (q schedulerQueue) Enqueue(ctx context.Context, r server.Request) (server.E
 	if err != nil {
 		return server.Enqueued{}, serverError(err)
 	}
-	out := server.Enqueued{Table: enq.Table, Tasks: enq.Tasks, Duplicate: enq.Duplicate, State: enq.State,
+	out := server.Enqueued{Table: enq.Table, Tasks: enq.Tasks, Duplicate: enq.Duplicate, State: serverState(enq.State),
 		Position: enq.Position, Held: make([]server.Held, len(enq.Held))}
+	if out.State == "" {
+		return server.Enqueued{}, fmt.Errorf("enqueue %s: the scheduler answered state %q, which the API does not know", r.Table, enq.State)
+	}
 	for i, h := range enq.Held {
 		out.Held[i] = server.Held{Task: h.Task, Until: h.Until}
 	}
 	return out, nil
+}
+
+// serverState names each scheduler state as the API documents it, so a
+// rename on either side cannot change the API's values unnoticed; "" for a
+// state the API does not know.
+func serverState(st string) string {
+	switch st {
+	case maintenance.EnqueueQueued:
+		return server.StateQueued
+	case maintenance.EnqueueMerged:
+		return server.StateMerged
+	case maintenance.EnqueueHeld:
+		return server.StateHeld
+	}
+	return ""
 }
 
 func (q schedulerQueue) Known(table string) bool { return q.s.Known(table) }
