@@ -2,6 +2,7 @@ package orphans
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv/avrofile"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -460,6 +462,46 @@ func TestAnyReadFailureDeletesNothing(t *testing.T) {
 				t.Fatalf("err %v; want ErrMetadataRead naming %s", err, m)
 			}
 		})
+	})
+
+	// Without manifest_length the manifests' sizes cannot be checked, and a
+	// manifest cut at a block boundary would read as a shorter valid one.
+	t.Run("manifest list without manifest_length", func(t *testing.T) {
+		list := localPath(t, lt.tbl.CurrentSnapshot().ManifestList)
+		orig, err := os.ReadFile(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(list, orig, 0o644) })
+		f, err := avrofile.Read(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(f.Meta["avro.schema"], &schema); err != nil {
+			t.Fatal(err)
+		}
+		fields := schema["fields"].([]any)
+		schema["fields"] = slices.DeleteFunc(fields, func(f any) bool { return f.(map[string]any)["name"] == "manifest_length" })
+		if len(schema["fields"].([]any)) == len(fields) {
+			t.Fatal("the list has no manifest_length field to drop")
+		}
+		if f.Meta["avro.schema"], err = json.Marshal(schema); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range f.Records {
+			delete(r, "manifest_length")
+		}
+		if _, err := f.Write(list, [16]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = PlanTable(ctx, lt.tbl, lt.store(t), cfg, lt.now, nil)
+		if !errors.Is(err, ErrMetadataRead) || !strings.Contains(err.Error(), "manifest_length") {
+			t.Fatalf("err %v; want ErrMetadataRead naming manifest_length", err)
+		}
+		if !exists(orphan) {
+			t.Fatal("deleted while the list could not be checked")
+		}
 	})
 
 	t.Run("manifest list at re-check", func(t *testing.T) {

@@ -123,7 +123,7 @@ func walkReferences(ctx context.Context, fs iceio.IO, meta table.Metadata, metad
 						return err
 					}
 				}
-				_, err := manifestscan.ReadSnapshot(fs, &s, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
+				_, err := manifestscan.ReadSnapshot(fs, &s, manifestscan.ListOptions{Fields: manifestscan.ListLength, Required: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
 					if known.manifests.add(e.Path) {
 						fresh = append(fresh, string(e.Path))
 						lengths = append(lengths, e.Length)

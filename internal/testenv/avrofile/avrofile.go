@@ -179,8 +179,13 @@ func (f *File) Write(path string, sync [16]byte) (int64, error) {
 		}
 	}
 	opts = append(opts, ocf.WithMetadata(meta))
+	// The schema comes from Meta, so that a test may write a changed one.
+	raw, _, err := rawSchema(f.Meta["avro.schema"])
+	if err != nil {
+		return 0, fmt.Errorf("write Avro file %s: %w", path, err)
+	}
 	var buf bytes.Buffer
-	w, err := ocf.NewWriter(&buf, f.raw, opts...)
+	w, err := ocf.NewWriter(&buf, raw, opts...)
 	if err != nil {
 		return 0, fmt.Errorf("write Avro file %s: %w", path, err)
 	}
