@@ -353,8 +353,10 @@ type tracker struct {
 	mu sync.Mutex
 	// at is the metadata location refs is up to date with.
 	at string
-	// err, once set, is returned by every later catch-up: a failed walk
-	// leaves known holding manifests it did not finish reading.
+	// err is the last walk's failure. That walk may have marked manifests
+	// read that it never finished, so the next catch-up walks everything
+	// again (into the same, only growing, set): the check after a cancelled
+	// run's deletes must not inherit the cancellation.
 	err error
 }
 
@@ -395,7 +397,7 @@ func (t *tracker) catchUp(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err != nil {
-		return t.err
+		t.known, t.at, t.err = newWalked(), "", nil
 	}
 	fresh, err := t.load(ctx)
 	if err != nil {

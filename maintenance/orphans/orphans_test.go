@@ -1087,3 +1087,59 @@ func (lt *localTable) assertLiveIntactPlus(t *testing.T, added int64) {
 		t.Fatalf("table reads %d rows, had %d plus %d added", rows, lt.rows, added)
 	}
 }
+
+// cancellingLoader cancels the run right after its armed load returns, so
+// the walk of what that load brought fails with the cancellation.
+type cancellingLoader struct {
+	TableLoader
+	armed  atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (l *cancellingLoader) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	tbl, err := l.TableLoader.LoadTable(ctx, ident)
+	if l.armed.CompareAndSwap(true, false) {
+		l.cancel()
+	}
+	return tbl, err
+}
+
+// A run cancelled while catching up with a commit still checks the files it
+// deleted before: the check after the deletes walks the metadata again
+// rather than returning the cancelled walk's error.
+func TestCancelledCatchUpStillChecksTheDeletedFiles(t *testing.T) {
+	lt := newLocalTable(t, 4, 2)
+	var junk []string
+	for i := range 3 {
+		junk = append(junk, plant(t, filepath.Join(lt.dir, "data", "a-junk", fmt.Sprintf("%04d.parquet", i)), lt.now, old))
+	}
+	slow := slowWriterFile(t, lt, "zz-slow-writer.parquet")
+	cfg := DefaultConfig()
+	cfg.DeleteConcurrency = 1
+	plan, err := PlanTable(context.Background(), lt.tbl, lt.store(t), cfg, lt.now, nil)
+	if err != nil || len(plan.Candidates) != 4 {
+		t.Fatalf("plan %v, err %v", candidatePaths(plan), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	loader := &cancellingLoader{TableLoader: lt.cat, cancel: cancel}
+	opts := Options{BatchSize: 1, beforeDelete: func(i int) {
+		if i == 1 { // after one junk file went: a commit, then the cancel
+			if err := commitFile(context.Background(), lt, slow); err != nil {
+				t.Error(err)
+			}
+			loader.armed.Store(true)
+		}
+	}}
+	res, err := Execute(ctx, loader, lt.tbl, lt.store(t), plan, cfg, opts)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v; want the cancellation", err)
+	}
+	if strings.Contains(err.Error(), "check the deleted files") {
+		t.Fatalf("the deleted files were not checked: %v", err)
+	}
+	if res.FilesDeleted != 1 || exists(junk[0]) || !exists(slow) || len(res.DeletedReferenced) != 0 {
+		t.Fatalf("result %+v; want one junk file deleted and checked, the committed file kept", res)
+	}
+	lt.assertLiveIntactPlus(t, 50)
+}
