@@ -73,8 +73,10 @@ func (s *Size) UnmarshalYAML(unmarshal func(any) error) error {
 	return s.UnmarshalText([]byte(text))
 }
 
-// String formats the duration like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String formats the duration as the output does (units.FormatDuration:
+// "5d", "1m30s"), which ParseDuration reads back: one written form for
+// config and output alike.
+func (d Duration) String() string { return units.FormatDuration(time.Duration(d)) }
 
 // MarshalText writes the duration as String does, so it parses back.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

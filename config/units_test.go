@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
 
 func TestParseSize(t *testing.T) {
@@ -163,5 +165,19 @@ func TestSizeDurationYAMLUnmarshal(t *testing.T) {
 	}
 	if err := yaml.Unmarshal([]byte("d: 60\n"), &v); err == nil || !strings.Contains(err.Error(), "missing unit") {
 		t.Errorf("bad duration: err = %v", err)
+	}
+}
+
+// A config Duration writes the form the output uses, and reads it back.
+func TestDurationWritesTheOutputForm(t *testing.T) {
+	for _, d := range []time.Duration{5 * 24 * time.Hour, 90 * time.Second, 36 * time.Hour} {
+		b, err := Duration(d).MarshalText()
+		if err != nil || string(b) != units.FormatDuration(d) {
+			t.Errorf("Duration(%v) writes %q, %v; want %q", d, b, err, units.FormatDuration(d))
+		}
+		var back Duration
+		if err := back.UnmarshalText(b); err != nil || time.Duration(back) != d {
+			t.Errorf("%q reads back as %v, %v", b, time.Duration(back), err)
+		}
 	}
 }
