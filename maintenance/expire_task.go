@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/iceberg-go/table"
@@ -58,7 +59,9 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	// referenced, even when this run fails.
 	var stillFailed []string
 	keep := func(o Outcome, failed ...[]string) Outcome {
-		if len(toRetry) > 0 || len(failed) > 0 {
+		// A list of another table of the same name (dropped and re-created)
+		// is cleared too: its paths are not this table's to delete.
+		if req.state.Retry != nil || len(slices.Concat(failed...)) > 0 {
 			next := trigger.NewRetry(uuid, append([][]string{stillFailed}, failed...)...)
 			o.keep = func(st trigger.State) trigger.State { st.Retry = next; return st }
 		}
@@ -112,7 +115,7 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 		if rep.Retry != nil { // the retry was this run's work
 			return keep(Outcome{Status: StatusSucceeded, Reason: expire.ReasonNothingToExpire + retried, Expire: rep})
 		}
-		return Outcome{Status: StatusNotDue, Reason: expire.ReasonNothingToExpire, Expire: rep}
+		return keep(Outcome{Status: StatusNotDue, Reason: expire.ReasonNothingToExpire, Expire: rep})
 	}
 	opts := expire.Options{Logger: r.log}
 	if len(plan.Files) > 0 {

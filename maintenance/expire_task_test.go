@@ -251,3 +251,31 @@ func TestExpireRefusesWhenTheCurrentSnapshotCannotBeRead(t *testing.T) {
 		t.Fatalf("committed: %s, %d snapshots", after.MetadataLocation(), len(after.Metadata().Snapshots()))
 	}
 }
+
+// Files kept to retry by a table dropped and re-created under the same name
+// are not this table's: they are not deleted, and the list is cleared.
+func TestExpireRetryListOfAnotherTableIsDropped(t *testing.T) {
+	e := newEnv(t, 3)
+	e.policy.Compact.Enabled = false
+	e.policy.Expire.Enabled = true
+	planted := strings.TrimPrefix(strings.TrimPrefix(e.tbl.Location(), "file://"), "file:") + "/data/left-by-the-old-table.parquet"
+	if err := os.WriteFile(planted, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Join(e.tbl.Identifier(), ".")
+	if err := e.state.Save(t.Context(), name, TaskExpire, trigger.State{Retry: trigger.NewRetry("another-uuid", []string{planted})}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runner(t, nil, time.Now)
+	o := one(t, r.RunTable(t.Context(), e.tbl.Identifier(), Request{Tasks: []string{TaskExpire}}), TaskExpire)
+	if o.Err() != nil || o.Expire.Retry != nil {
+		t.Fatalf("%+v", o)
+	}
+	if _, err := os.Stat(planted); err != nil {
+		t.Fatalf("another table's file was deleted: %v", err)
+	}
+	st, err := e.state.Load(t.Context(), name, TaskExpire)
+	if err != nil || st.Retry != nil {
+		t.Fatalf("state %+v (%v)", st, err)
+	}
+}
