@@ -71,6 +71,10 @@ func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, 
 	for range min(concurrency, (len(files)+deleteBatch-1)/deleteBatch) {
 		wg.Go(func() {
 			for batch := range batches {
+				if ctx.Err() != nil { // sent as the run was cancelled
+					record(batch, nil, notAttempted(ctx, batch))
+					continue
+				}
 				paths := make([]string, len(batch))
 				for i, f := range batch {
 					paths[i] = f.Path
@@ -94,13 +98,17 @@ func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, 
 	close(batches)
 	wg.Wait()
 	if rest := files[sent:]; len(rest) > 0 {
-		errs := make(map[string]error, len(rest))
-		for _, f := range rest {
-			errs[f.Path] = fmt.Errorf("not attempted: %w", context.Cause(ctx))
-		}
-		record(rest, nil, errs)
+		record(rest, nil, notAttempted(ctx, rest))
 	}
 	return failed
+}
+
+func notAttempted(ctx context.Context, files []File) map[string]error {
+	errs := make(map[string]error, len(files))
+	for _, f := range files {
+		errs[f.Path] = fmt.Errorf("not attempted: %w", context.Cause(ctx))
+	}
+	return errs
 }
 
 // deleteError is ErrDeleteFailed with the count and the first paths.

@@ -3,6 +3,8 @@ package expire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -192,5 +194,36 @@ func TestRetryDeletesNothingWhenTheMetadataCannotBeRead(t *testing.T) {
 	if !errors.Is(err, ErrUnverifiable) || !strings.Contains(err.Error(), fresh.CurrentSnapshot().ManifestList) || d.calls.Load() != 0 ||
 		len(retry.FailedPaths()) != len(res.FailedPaths()) {
 		t.Fatalf("err %v, %d Delete calls, %d kept to retry", err, d.calls.Load(), len(retry.FailedPaths()))
+	}
+}
+
+// cancelAfterFirst deletes what it is given and cancels the run after its
+// first call.
+type cancelAfterFirst struct {
+	cancel context.CancelFunc
+	calls  int
+}
+
+func (d *cancelAfterFirst) Delete(ctx context.Context, paths []string) ([]string, map[string]error) {
+	d.calls++
+	d.cancel()
+	return paths, nil
+}
+
+// A run cancelled part way through its deletes returns the files of the
+// batches it did not send as failed, so that they are kept to retry.
+func TestCancelledDeletesAreKeptToRetry(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	files := make([]File, 2500)
+	for i := range files {
+		files[i] = File{Path: fmt.Sprintf("s3://b/t/data/%04d.parquet", i), Kind: KindData, Size: 1}
+	}
+	d := &cancelAfterFirst{cancel: cancel}
+	res := &Result{Deleted: map[FileKind]Count{}}
+	failed := deleteFiles(ctx, d, files, 1, res, slog.New(slog.DiscardHandler))
+	if d.calls != 1 || res.FilesDeleted() != deleteBatch || len(failed) != len(files)-deleteBatch || res.FilesFailed != len(failed) ||
+		failed[0] != files[deleteBatch].Path || !strings.Contains(res.DeleteFailures[0].Err, "not attempted") {
+		t.Fatalf("%d calls, %d deleted, %d failed (first %v)", d.calls, res.FilesDeleted(), len(failed), res.DeleteFailures[:1])
 	}
 }
