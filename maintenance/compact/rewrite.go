@@ -121,12 +121,28 @@ func newSplitter(sizes fileSizes, g *Group) *splitter {
 // before it ends; 0 ends it now.
 func (s *splitter) room(fileRows int64) int64 {
 	rows := fileRows + max(s.rowsLeft, 0)
-	n := s.sizes.files(int64(float64(rows) * s.rowBytes))
+	bytes := float64(rows) * s.rowBytes
+	n := s.sizes.files(int64(bytes))
 	if n <= 1 {
 		return max(s.rowsLeft, 1) // the rest, whatever it turns out to be
 	}
-	return max((rows+n-1)/n-fileRows, 0)
+	per := (rows + n - 1) / n
+	if s.rows == 0 && bytes >= firstFileHedgeTargets*float64(s.sizes.target) {
+		// The first file is written before its bytes per row are known:
+		// the estimate is the input's, which the rewrite may compress
+		// better or worse. Aiming at the middle of [min, max] lands it in
+		// range for a ratio off by about 40% either way; the files after
+		// it are spread with the bytes per row it measured.
+		mid := float64(s.sizes.min+s.sizes.max) / 2
+		per = min(int64(mid/s.rowBytes), rows)
+	}
+	return max(per-fileRows, 0)
 }
+
+// firstFileHedgeTargets is how many targets' worth a group expects at
+// least for its first file to aim at the middle of the size range rather
+// than at an even share: with fewer, what remains after it could be small.
+const firstFileHedgeTargets = 4
 
 // took records rows given to the open file.
 func (s *splitter) took(rows int64) { s.rowsLeft -= rows }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 // Every number of output bytes from the min size up is written as files
@@ -83,8 +86,20 @@ func TestCompactedPartitionHasFilesOfTheTarget(t *testing.T) {
 			// The next compaction starts from this one's bytes per row.
 			in := float64(res.BytesRewritten) / float64(res.RowsRead)
 			out := float64(res.BytesWritten) / float64(res.RowsWritten)
-			if r := outputRatio(tbl.Metadata(), tbl.CurrentSnapshot()); r < out/in*0.999 || r > out/in*1.001 {
+			r := outputRatio(tbl.Metadata(), tbl.CurrentSnapshot())
+			if r < out/in*0.999 || r > out/in*1.001 {
 				t.Fatalf("output ratio %f, the compaction wrote %f", r, out/in)
+			}
+			bigger := cfg
+			bigger.TargetFileSize = 8 << 20
+			bigger.MinInputFiles = 2
+			next, err := PlanTable(ctx, tbl, bigger, time.Now())
+			if err != nil || len(next.Groups) != 1 {
+				t.Fatalf("plan at 8MiB: %v groups, err %v", len(next.Groups), err)
+			}
+			g := next.Groups[0]
+			if want := r * float64(g.Bytes) / float64(g.Records); g.rowBytes < want*0.999 || g.rowBytes > want*1.001 {
+				t.Fatalf("group expects %f bytes per row, want %f (ratio %f)", g.rowBytes, want, r)
 			}
 		})
 	}
@@ -243,5 +258,35 @@ func TestTruncatedManifestIsNamed(t *testing.T) {
 	_, err = PlanTable(ctx, f.tbl, testConfig(), time.Now())
 	if err == nil || !strings.Contains(err.Error(), m) {
 		t.Fatalf("plan error %v, want it to name %s", err, m)
+	}
+}
+
+// Files written with one codec and rewritten with a better one shrink by a
+// ratio the plan cannot know (the table has no compaction to learn it
+// from): the first file of each group, written before its bytes per row
+// are known, still lands within [min, max], and so do the others.
+func TestFilesLandInRangeWhenTheCodecChanges(t *testing.T) {
+	for _, mode := range []writeMode{writeModes[0], writeModes[2]} {
+		t.Run(mode.path, func(t *testing.T) {
+			t.Parallel()
+			opt := gen.Options{Appends: 40, RowsPerAppend: 1000, Seed: 7,
+				Properties: map[string]string{table.ParquetCompressionKey: "snappy"}}
+			cat, tbl, dir := testenv.GeneratedTable(t, opt)
+			f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+			f.rows, f.sum = checksum(t, tbl)
+			setProps(t, f, map[string]string{table.ParquetCompressionKey: "zstd"})
+			cfg := DefaultConfig()
+			cfg.TargetFileSize = MinTargetFileSize
+			res := compactAll(t, f, cfg, mode.paths)
+			if r := float64(res.BytesWritten) / float64(res.BytesRewritten); r > 0.75 {
+				t.Fatalf("output %.2f of the input: the test needs a ratio the first file would miss the min size by", r)
+			}
+			_, lo, hi, _ := Sizes(cfg, nil)
+			for _, df := range liveDataFiles(t, f.reload(t)) {
+				if df.FileSizeBytes() < lo || df.FileSizeBytes() > hi {
+					t.Errorf("file of %d bytes, outside [%d, %d]", df.FileSizeBytes(), lo, hi)
+				}
+			}
+		})
 	}
 }
