@@ -88,7 +88,7 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	for range b.N {
 		opts := Options{ArrowBatchRows: envInt("BENCH_BATCH", 16384), WriteBufferBatches: envInt("BENCH_BUFFER", 4), Allocator: alloc}
 		e := &executor{fs: fs, plan: plan, cfg: cfg, opts: opts, res: &Result{}, log: discardLogger(),
-			paths: buildPaths(&pathEnv{tbl: f.tbl, fs: fs, target: plan.TargetFileSize, opts: opts}, paths)}
+			paths: buildPaths(&pathEnv{tbl: f.tbl, fs: fs, sizes: plan.fileSizes(), opts: opts}, paths)}
 		sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 		var wg sync.WaitGroup
 		for i := range plan.Groups {

@@ -38,8 +38,9 @@ type Config struct {
 	// MaxFileSize: files larger than this are candidates (split); 0 = 180%
 	// of target. Oversized files are left alone unless delete-laden.
 	MaxFileSize int64 `yaml:"max_file_size,size"`
-	// MinInputFiles is the fewest files a group needs to be rewritten, unless
-	// its content exceeds the target or a file in it is delete-laden.
+	// MinInputFiles is the fewest candidate files a partition needs to be
+	// rewritten, unless they hold more than the target together or one is
+	// delete-laden or oversized (selectPartition).
 	MinInputFiles int `yaml:"min_input_files"`
 	// DeleteFileThreshold: a data file with at least this many delete files
 	// is rewritten whatever its size.
@@ -54,9 +55,11 @@ type Config struct {
 	// data or delete file more recently than this, so compaction does not
 	// fight an active writer; 0 = off.
 	SkipPartitionsWrittenWithin time.Duration `yaml:"skip_partitions_written_within"`
-	// MaxBytesPerRun caps the input bytes rewritten by one run; 0 = no cap.
+	// MaxBytesPerRun caps the input bytes rewritten by one run, past the
+	// first group, which always runs; 0 = no cap.
 	MaxBytesPerRun int64 `yaml:"max_bytes_per_run,size"`
-	// MaxConcurrentGroups is how many groups are rewritten at once.
+	// MaxConcurrentGroups is how many groups are rewritten at once, and
+	// how many a large partition is split into (splitPartition).
 	MaxConcurrentGroups int `yaml:"max_concurrent_groups"`
 	// PartialProgress commits groups in up to MaxCommits batches instead of
 	// one atomic snapshot, so a failure loses only the batch it hit.

@@ -147,7 +147,7 @@ func directPath(mode directMode, wholeMax int64) rewritePath {
 	}
 	return func(env *pathEnv) rewriter {
 		d, why := env.directTable()
-		return &directRewriter{mode: mode, d: d, why: why, fs: env.fs, target: env.target,
+		return &directRewriter{mode: mode, d: d, why: why, fs: env.fs, sizes: env.sizes,
 			batchRows: int64(env.opts.ArrowBatchRows), wholeMax: wholeMax}
 	}
 }
@@ -158,7 +158,7 @@ type directRewriter struct {
 	d         *directTable // nil when the table cannot take the path
 	why       string       // why not
 	fs        iceio.IO
-	target    int64
+	sizes     fileSizes
 	batchRows int64
 	wholeMax  int64 // files of at most this many bytes are read whole
 }
@@ -302,7 +302,7 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 		}
 		return nil, 0, &declined{why: why}
 	}
-	w := &directWriter{d: d, fs: r.fs, g: g, target: r.target, ctx: ctx, mode: r.mode}
+	w := &directWriter{d: d, fs: r.fs, g: g, maxSize: r.sizes.max, split: newSplitter(r.sizes, g), ctx: ctx, mode: r.mode}
 	if r.mode == modeCopy {
 		if w.src, err = newCopySource(d.out.parquet); err != nil {
 			return nil, 0, err
@@ -343,7 +343,7 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 				// Same columns and types (checked): only the field metadata
 				// the reader restored may differ from the output schema's.
 				out := array.NewRecordBatch(d.out.arrow, rec.Columns(), rec.NumRows())
-				err := w.write(out)
+				err := w.writeSplit(out)
 				out.Release()
 				if err != nil {
 					return err
@@ -364,19 +364,23 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 	return w.files, rowsRead, nil
 }
 
-// directWriter writes one group's rows into files that roll over at the
-// target size, with row groups cut at write.parquet.row-group-size-bytes
-// and write.parquet.row-group-limit: the rules of iceberg-go's rolling
-// writer. In Arrow mode pqarrow's writer encodes record batches; in copy
+// directWriter writes one group's rows into files that end where the
+// splitter says, as the iceberg-go path's do, with row groups cut at
+// write.parquet.row-group-size-bytes and write.parquet.row-group-limit and
+// a roll at the max size by bytes flushed: the rules of iceberg-go's
+// rolling writer. In Arrow mode pqarrow's writer encodes record batches; in copy
 // mode the rows go into the column writers of the same file writer that
 // pqarrow's wraps, with the same properties and footer metadata.
 type directWriter struct {
-	ctx    context.Context
-	d      *directTable
-	fs     iceio.IO
-	g      *Group
-	target int64
-	mode   directMode
+	ctx     context.Context
+	d       *directTable
+	fs      iceio.IO
+	g       *Group
+	maxSize int64 // iceberg-go's roll, which the scan path sets to the max size
+	split   *splitter
+	mode    directMode
+
+	fileRows int64 // rows given to the open file
 
 	path    string
 	sink    iceio.FileWriter
@@ -420,8 +424,37 @@ func (w *directWriter) write(rec arrow.RecordBatch) error {
 	if err := w.fw.WriteBuffered(rec); err != nil {
 		return fmt.Errorf("write %s: %w", w.path, err)
 	}
-	if w.counter.n >= w.target {
+	if w.counter.n >= w.maxSize {
 		return w.close()
+	}
+	return nil
+}
+
+// writeSplit writes rec, cut where the splitter ends a file.
+func (w *directWriter) writeSplit(rec arrow.RecordBatch) error {
+	for off, n := int64(0), rec.NumRows(); off < n; {
+		room := w.split.room(w.fileRows)
+		if room == 0 {
+			if err := w.close(); err != nil {
+				return err
+			}
+			continue
+		}
+		k := min(room, n-off)
+		part := rec
+		if k < n {
+			part = rec.NewSlice(off, off+k)
+		}
+		w.fileRows += k
+		w.split.took(k)
+		err := w.write(part)
+		if part != rec {
+			part.Release()
+		}
+		if err != nil {
+			return err
+		}
+		off += k
 	}
 	return nil
 }
@@ -437,16 +470,30 @@ func (w *directWriter) copyFile(ctx context.Context, pf *file.Reader, batchRows 
 		if ctx.Err() != nil {
 			return rows, context.Cause(ctx)
 		}
-		want := min(batchRows, left)
-		n, err := w.copyBatch(src, want)
-		rows += n
-		if err != nil {
-			return rows, err
+		// A batch as the Arrow reader's, cut where the splitter ends a file
+		// as writeSplit cuts it.
+		for want := min(batchRows, left); want > 0; {
+			room := w.split.room(w.fileRows)
+			if room == 0 {
+				if err := w.close(); err != nil {
+					return rows, err
+				}
+				continue
+			}
+			k := min(room, want)
+			w.fileRows += k
+			w.split.took(k)
+			n, err := w.copyBatch(src, k)
+			rows += n
+			if err != nil {
+				return rows, err
+			}
+			if n < k {
+				return rows, fmt.Errorf("its columns end after %d rows, its footer says %d", rows, pf.NumRows())
+			}
+			want -= n
+			left -= n
 		}
-		if n < want {
-			return rows, fmt.Errorf("its columns end after %d rows, its footer says %d", rows, pf.NumRows())
-		}
-		left -= n
 	}
 	return rows, src.finish()
 }
@@ -485,7 +532,7 @@ func (w *directWriter) copyBatch(src *copySource, n int64) (int64, error) {
 			break
 		}
 	}
-	if copied > 0 && w.counter.n >= w.target {
+	if copied > 0 && w.counter.n >= w.maxSize {
 		return copied, w.close()
 	}
 	return copied, nil
@@ -553,7 +600,7 @@ func (w *directWriter) close() error {
 		err = cerr
 	}
 	path, reclaim := w.path, w.reclaim
-	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim = nil, nil, nil, nil, "", nil
+	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim, w.fileRows = nil, nil, nil, nil, "", nil, 0
 	if err != nil {
 		// A writer that failed to close may not have freed its buffers.
 		reclaimBuffers(reclaim)
@@ -565,6 +612,7 @@ func (w *directWriter) close() error {
 		_ = w.fs.Remove(path)
 		return err
 	}
+	w.split.closed(df)
 	w.files = append(w.files, df)
 	return nil
 }
@@ -588,7 +636,7 @@ func (w *directWriter) abort() error {
 	reclaimBuffers(w.reclaim)
 	_ = w.sink.Close()
 	err := w.fs.Remove(w.path)
-	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim = nil, nil, nil, nil, "", nil
+	w.fw, w.pw, w.rg, w.sink, w.path, w.reclaim, w.fileRows = nil, nil, nil, nil, "", nil, 0
 	return err
 }
 

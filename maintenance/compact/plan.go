@@ -15,7 +15,9 @@ import (
 	"github.com/apache/iceberg-go/table"
 	icecompaction "github.com/apache/iceberg-go/table/compaction"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
+	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
 // Plan is what one compaction run will do to one table. It is a value: the
@@ -59,6 +61,9 @@ type Group struct {
 
 	key   string
 	tasks []table.FileScanTask
+	// rowBytes is the expected output bytes per input row, which the
+	// writers start from to spread the rows over EstOutput files.
+	rowBytes float64
 }
 
 // PartitionDecision is the planner's verdict on one partition.
@@ -77,6 +82,7 @@ type PartitionDecision struct {
 const (
 	ReasonOptimal        = "all files within the target size range"
 	ReasonTooFewFiles    = "fewer candidate files than min_input_files"
+	ReasonSingleFile     = "one small file, nothing to merge it with"
 	ReasonRecentlyWrite  = "written within skip_partitions_written_within"
 	ReasonBudget         = "over max_bytes_per_run"
 	ReasonNoSnapshot     = "table has no snapshot"
@@ -174,6 +180,9 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	}
 	tasks, err := tbl.Scan(scanOpts...).PlanFiles(ctx)
 	if err != nil {
+		if bad := badManifest(ctx, tbl, snap); bad != nil {
+			return nil, fmt.Errorf("plan files of snapshot %d: %w (iceberg-go: %v)", snap.SnapshotID, bad, err)
+		}
 		return nil, fmt.Errorf("plan files of snapshot %d: %w", snap.SnapshotID, err)
 	}
 
@@ -221,15 +230,8 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		}
 	}
 
-	icfg := icecompaction.Config{
-		TargetFileSizeBytes:  p.TargetFileSize,
-		MinFileSizeBytes:     p.MinFileSize,
-		MaxFileSizeBytes:     p.MaxFileSize,
-		MinInputFiles:        1, // group selection below follows Spark's rules
-		DeleteFileThreshold:  cfg.DeleteFileThreshold,
-		DeleteRatioThreshold: cfg.DeleteRatioThreshold,
-		PackingLookback:      icecompaction.DefaultPackingLookback,
-	}
+	sizes := p.fileSizes()
+	ratio := outputRatio(meta, snap)
 	for _, key := range order {
 		b := buckets[key]
 		if recent[key] {
@@ -237,36 +239,35 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		ip, err := icfg.PlanCompaction(b.tasks)
-		if err != nil {
-			return nil, fmt.Errorf("bin-pack partition %s: %w", b.Partition, err)
-		}
-		candidates := 0
-		for _, g := range ip.Groups {
-			candidates += len(g.Tasks)
-		}
-		for _, g := range ip.Groups {
-			reason, ok := selectGroup(cfg, icfg, p.TargetFileSize, g.Tasks)
-			if !ok {
-				continue
+		var cands []table.FileScanTask
+		var bytes int64
+		for _, t := range b.tasks {
+			if sz := t.File.FileSizeBytes(); sz < p.MinFileSize || sz > p.MaxFileSize || deleteLaden(cfg, t) {
+				cands = append(cands, t)
+				bytes += sz
 			}
-			grp := Group{
-				Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: g.Tasks,
-				Files: len(g.Tasks), Bytes: g.TotalSizeBytes, DeleteFiles: g.DeleteFileCount,
-				Reason: reason,
-			}
-			for _, t := range g.Tasks {
+		}
+		reason, skip := selectPartition(cfg, p.TargetFileSize, p.MaxFileSize, cands, bytes)
+		if skip != "" {
+			b.Skipped = skip
+			p.Partitions = append(p.Partitions, b.PartitionDecision)
+			continue
+		}
+		for _, tasks := range splitPartition(cands, p.TargetFileSize, cfg.MaxConcurrentGroups) {
+			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: reason}
+			deletes := map[string]bool{}
+			for _, t := range tasks {
+				grp.Bytes += t.File.FileSizeBytes()
 				grp.Records += t.File.Count()
+				for _, d := range taskDeletes(t) {
+					deletes[d.FilePath()] = true
+				}
 			}
-			grp.EstOutput = int(max(1, (grp.Bytes+p.TargetFileSize-1)/p.TargetFileSize))
+			grp.DeleteFiles = len(deletes)
+			grp.rowBytes = ratio * float64(grp.Bytes) / float64(max(grp.Records, 1))
+			grp.EstOutput = int(sizes.files(int64(ratio * float64(grp.Bytes))))
 			p.Groups = append(p.Groups, grp)
 			b.Groups++
-		}
-		switch {
-		case candidates == 0:
-			b.Skipped = ReasonOptimal
-		case b.Groups == 0:
-			b.Skipped = fmt.Sprintf("%s (%d candidate files, min_input_files=%d)", ReasonTooFewFiles, candidates, cfg.MinInputFiles)
 		}
 		p.Partitions = append(p.Partitions, b.PartitionDecision)
 	}
@@ -274,11 +275,14 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	// Most files first: the biggest reduction in file count per byte read.
 	slices.SortStableFunc(p.Groups, func(a, b Group) int { return cmp.Compare(b.Files, a.Files) })
 	if cfg.MaxBytesPerRun > 0 {
+		// As Spark's max-file-group-size-bytes budget: the first group runs
+		// whatever its size (else a group larger than the budget would never
+		// be compacted); the budget stops the groups after it.
 		var kept []Group
 		var used int64
 		skipped := map[string]int{}
-		for _, g := range p.Groups {
-			if used+g.Bytes > cfg.MaxBytesPerRun {
+		for i, g := range p.Groups {
+			if i > 0 && used+g.Bytes > cfg.MaxBytesPerRun {
 				skipped[g.key]++
 				continue
 			}
@@ -303,36 +307,124 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	return p, nil
 }
 
-// selectGroup applies Spark's BinPackRewriteFilePlanner rules to one bin.
-func selectGroup(cfg Config, icfg icecompaction.Config, target int64, tasks []table.FileScanTask) (string, bool) {
-	var bytes int64
-	laden := 0
-	for _, t := range tasks {
-		bytes += t.File.FileSizeBytes()
-		if deleteLaden(icfg, t) {
+// selectPartition decides whether the candidate files of one partition
+// (cands, holding bytes) are rewritten, with the reason either way. The
+// rules are those of the configuration reference: min_input_files
+// candidates, unless they hold more than a target's worth or one is
+// delete-laden; an oversized file is split on its own. A lone small file
+// is left: rewritten alone it would come out the same.
+func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTask, bytes int64) (reason, skipped string) {
+	laden, oversized := 0, 0
+	for _, t := range cands {
+		if deleteLaden(cfg, t) {
 			laden++
+		} else if t.File.FileSizeBytes() > maxSize {
+			oversized++
 		}
 	}
+	n := len(cands)
 	switch {
-	case len(tasks) >= cfg.MinInputFiles:
-		return fmt.Sprintf("%d small files", len(tasks)), true
+	case n == 0:
+		return "", ReasonOptimal
 	case laden > 0:
-		return fmt.Sprintf("%d delete-laden file(s)", laden), true
-	case len(tasks) > 1 && bytes > target:
-		return "enough content for a full file", true
-	case len(tasks) == 1 && tasks[0].File.FileSizeBytes() > icfg.MaxFileSizeBytes:
-		return "oversized file", true
+		return fmt.Sprintf("%d delete-laden file(s)", laden), ""
+	case oversized > 0:
+		return fmt.Sprintf("%d oversized file(s)", oversized), ""
+	case n == 1:
+		return "", ReasonSingleFile
+	case n >= cfg.MinInputFiles:
+		return fmt.Sprintf("%d small files", n), ""
+	case bytes > target:
+		return fmt.Sprintf("%d small files holding more than a target's worth", n), ""
 	}
-	return "", false
+	return "", fmt.Sprintf("%s (%d candidate files, together at most the target size; min_input_files=%d)",
+		ReasonTooFewFiles, n, cfg.MinInputFiles)
 }
 
-// deleteLaden mirrors iceberg-go's candidate rules for deletes: too many
+// groupBytesPerTarget is how many targets' worth of input one group holds
+// at least before a partition is split into several groups. The writers
+// spread a group's rows evenly over its files, so each group may add one
+// file to its partition's count; groups this large keep that to one at
+// most with two groups, and let two groups of one partition run at once.
+const groupBytesPerTarget = 4
+
+// maxGroupBytes bounds the input of one group (Spark's
+// max-file-group-size-bytes default), so that a huge partition commits in
+// several groups under partial progress and the budget.
+const maxGroupBytes int64 = 100 << 30
+
+// splitPartition divides a partition's candidates into groups of about
+// equal bytes: one group, unless the partition holds more than
+// groupBytesPerTarget targets' worth, then up to concurrency groups, and
+// more only to keep each under maxGroupBytes.
+func splitPartition(cands []table.FileScanTask, target int64, concurrency int) [][]table.FileScanTask {
+	var bytes int64
+	for _, t := range cands {
+		bytes += t.File.FileSizeBytes()
+	}
+	n := int(min(int64(max(concurrency, 1)), max(1, bytes/(groupBytesPerTarget*target))))
+	n = max(n, int((bytes+maxGroupBytes-1)/maxGroupBytes))
+	if n <= 1 {
+		return [][]table.FileScanTask{cands}
+	}
+	// Largest first into the lightest group; each group keeps its files in
+	// the order the scan listed them.
+	idx := make([]int, len(cands))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Compare(cands[b].File.FileSizeBytes(), cands[a].File.FileSizeBytes())
+	})
+	load := make([]int64, n)
+	owner := make([]int, len(cands))
+	for _, i := range idx {
+		g := slices.Index(load, slices.Min(load))
+		owner[i] = g
+		load[g] += cands[i].File.FileSizeBytes()
+	}
+	out := make([][]table.FileScanTask, n)
+	for i, t := range cands {
+		out[owner[i]] = append(out[owner[i]], t)
+	}
+	return slices.DeleteFunc(out, func(g []table.FileScanTask) bool { return len(g) == 0 })
+}
+
+// outputRatio is the output bytes per input byte (row for row) of the
+// table's last compaction by the maintainer on the main branch, from its
+// snapshot summary: rewritten files usually compress better than the small
+// ones they replace. 1 without such a compaction, or when it also dropped
+// delete files (whose bytes the summary adds to the removed ones).
+func outputRatio(meta table.Metadata, snap *table.Snapshot) float64 {
+	for s, hops := snap, 0; s != nil && hops < 1000; s, hops = parent(meta, s), hops+1 {
+		if s.Summary == nil || s.Summary.Properties[tableprops.SummaryOperation] != "compact" {
+			continue
+		}
+		props := s.Summary.Properties
+		num := func(k string) float64 {
+			v, _ := strconv.ParseFloat(props[k], 64)
+			return v
+		}
+		if num("removed-delete-files") > 0 || num("removed-position-delete-files") > 0 || num("removed-equality-delete-files") > 0 {
+			return 1
+		}
+		added, removed := num("added-files-size"), num("removed-files-size")
+		addedRows, removedRows := num("added-records"), num("deleted-records")
+		if added <= 0 || removed <= 0 || addedRows <= 0 || removedRows <= 0 {
+			return 1
+		}
+		return min(max((added/addedRows)/(removed/removedRows), 0.1), 10)
+	}
+	return 1
+}
+
+// deleteLaden applies iceberg-go's candidate rules for deletes: too many
 // delete files, or too many rows shadowed by file-scoped deletes.
-func deleteLaden(icfg icecompaction.Config, t table.FileScanTask) bool {
-	if len(taskDeletes(t)) >= icfg.DeleteFileThreshold {
+func deleteLaden(cfg Config, t table.FileScanTask) bool {
+	if len(taskDeletes(t)) >= cfg.DeleteFileThreshold {
 		return true
 	}
-	if icfg.DeleteRatioThreshold <= 0 || t.File.Count() <= 0 {
+	if cfg.DeleteRatioThreshold <= 0 || t.File.Count() <= 0 {
 		return false
 	}
 	var deleted int64
@@ -341,7 +433,7 @@ func deleteLaden(icfg icecompaction.Config, t table.FileScanTask) bool {
 			deleted += d.Count()
 		}
 	}
-	return float64(min(deleted, t.File.Count()))/float64(t.File.Count()) >= icfg.DeleteRatioThreshold
+	return float64(min(deleted, t.File.Count()))/float64(t.File.Count()) >= cfg.DeleteRatioThreshold
 }
 
 func taskDeletes(t table.FileScanTask) []iceberg.DataFile {
@@ -440,6 +532,28 @@ func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, re
 	out := append(pos, eq...)
 	sort.Slice(out, func(i, j int) bool { return out[i].FilePath() < out[j].FilePath() })
 	return out, nil
+}
+
+// badManifest finds the file that made iceberg-go's planning fail, whose
+// error names neither the manifest list nor the manifest: it reads them
+// again, strictly (a manifest of another size than its list records is an
+// error), and returns the first failure, naming the file, or nil.
+func badManifest(ctx context.Context, tbl *table.Table, snap *table.Snapshot) error {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil
+	}
+	_, err = manifestscan.ReadSnapshot(fs, snap, manifestscan.ListOptions{Fields: manifestscan.ListLength}, func(e *manifestscan.ListEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return manifestscan.ReadManifest(fs, string(e.Path), manifestscan.ManifestOptions{Length: e.Length},
+			func(*manifestscan.ManifestEntry) error { return nil })
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // recentlyWrittenPartitions returns the partitions that received a data or

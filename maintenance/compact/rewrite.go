@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -52,10 +53,10 @@ func defaultPaths() []rewritePath {
 // pathEnv is what the paths of one run share: the table as loaded for the
 // plan, its IO, and the direct path's preparation of it.
 type pathEnv struct {
-	tbl    *table.Table
-	fs     iceio.IO
-	target int64
-	opts   Options
+	tbl   *table.Table
+	fs    iceio.IO
+	sizes fileSizes
+	opts  Options
 
 	prepared  bool
 	direct    *directTable // nil when the table cannot take the direct path
@@ -72,6 +73,89 @@ func (env *pathEnv) directTable() (*directTable, string) {
 	return env.direct, env.directWhy
 }
 
+// fileSizes are the sizes of the plan that the written files are held to.
+type fileSizes struct{ target, min, max int64 }
+
+func (p *Plan) fileSizes() fileSizes {
+	return fileSizes{target: p.TargetFileSize, min: p.MinFileSize, max: p.MaxFileSize}
+}
+
+// files is how many files bytes of output are written as: files of at
+// most the target, unless those would be smaller than the min size (1.3
+// targets' worth in two files), then one fewer, if that stays within the
+// max size. So every file of a group with at least the min size's worth
+// is neither a candidate for being too small nor for being too large.
+func (s fileSizes) files(bytes int64) int64 {
+	if bytes <= s.target {
+		return 1
+	}
+	n := (bytes + s.target - 1) / s.target
+	if bytes/n < s.min && n > 1 && bytes/(n-1) <= s.max {
+		return n - 1
+	}
+	return n
+}
+
+// splitter says where a group's output files end: it spreads the rows
+// still to write evenly over the files that files() makes of their
+// expected bytes, expected from the bytes per row of the files written
+// so far, else from the plan's estimate. Every path asks it before each
+// record batch, so they all cut the same group at the same rows.
+type splitter struct {
+	sizes    fileSizes
+	rowsLeft int64   // rows of the group not given to a file yet (with deletes to apply, fewer may come)
+	rowBytes float64 // expected bytes per row
+	// Of the files closed so far:
+	bytes, rows int64
+}
+
+func newSplitter(sizes fileSizes, g *Group) *splitter {
+	rb := g.rowBytes
+	if rb <= 0 {
+		rb = float64(g.Bytes) / float64(max(g.Records, 1))
+	}
+	return &splitter{sizes: sizes, rowsLeft: g.Records, rowBytes: rb}
+}
+
+// room is how many more rows the open file, holding fileRows, takes
+// before it ends; 0 ends it now.
+func (s *splitter) room(fileRows int64) int64 {
+	rows := fileRows + max(s.rowsLeft, 0)
+	bytes := float64(rows) * s.rowBytes
+	n := s.sizes.files(int64(bytes))
+	if n <= 1 {
+		return max(s.rowsLeft, 1) // the rest, whatever it turns out to be
+	}
+	per := (rows + n - 1) / n
+	if s.rows == 0 && bytes >= firstFileHedgeTargets*float64(s.sizes.target) {
+		// The first file is written before its bytes per row are known:
+		// the estimate is the input's, which the rewrite may compress
+		// better or worse. Aiming at the middle of [min, max] lands it in
+		// range for a ratio off by about 40% either way; the files after
+		// it are spread with the bytes per row it measured.
+		mid := float64(s.sizes.min+s.sizes.max) / 2
+		per = min(int64(mid/s.rowBytes), rows)
+	}
+	return max(per-fileRows, 0)
+}
+
+// firstFileHedgeTargets is how many targets' worth a group expects at
+// least for its first file to aim at the middle of the size range rather
+// than at an even share: with fewer, what remains after it could be small.
+const firstFileHedgeTargets = 4
+
+// took records rows given to the open file.
+func (s *splitter) took(rows int64) { s.rowsLeft -= rows }
+
+// closed learns the bytes per row from a file written.
+func (s *splitter) closed(df iceberg.DataFile) {
+	s.bytes += df.FileSizeBytes()
+	s.rows += df.Count()
+	if s.rows > 0 {
+		s.rowBytes = float64(s.bytes) / float64(s.rows)
+	}
+}
+
 // WriterAllocator gives the Parquet writer of one output file of the direct
 // path the allocator of its buffers (a row group of pages, held until it is
 // written), and a reclaim that frees at once whatever of them is still
@@ -83,14 +167,14 @@ type WriterAllocator func() (mem memory.Allocator, reclaim func())
 
 // scanPath is iceberg-go's path.
 func scanPath(env *pathEnv) rewriter {
-	return &scanRewriter{tbl: env.tbl, target: env.target, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches}
+	return &scanRewriter{tbl: env.tbl, sizes: env.sizes, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches}
 }
 
 // scanRewriter rewrites a group through iceberg-go's scan, which applies
 // deletes and projects old files onto the current schema, and its writer.
 type scanRewriter struct {
 	tbl                      *table.Table
-	target                   int64
+	sizes                    fileSizes
 	batchRows, bufferBatches int
 }
 
@@ -109,7 +193,9 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 		return nil, 0, fmt.Errorf("read group: %w", err)
 	}
 	writeOpts := []table.WriteRecordOption{
-		table.WithTargetFileSize(s.target),
+		// The splitter ends each file; iceberg-go's own roll at the max
+		// size only guards against an estimate far off.
+		table.WithTargetFileSize(s.sizes.max),
 		table.WithRecordBatchBufferSize(s.bufferBatches),
 	}
 	// A group of the current spec is one partition, so its stream is
@@ -127,21 +213,62 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 		}
 		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
 	}
-	counted := func(yield func(arrow.RecordBatch, error) bool) {
-		for rec, err := range records {
-			if err == nil {
-				readRows += rec.NumRows()
-			}
-			if !yield(rec, err) {
-				return
+	next, stop := iter.Pull2(records)
+	defer stop()
+	// Each file is one WriteRecords over the rows the splitter gives it:
+	// its writer rolls by bytes flushed, which a row group held in memory
+	// until the file closes keeps at 0.
+	split := newSplitter(s.sizes, g)
+	var carry arrow.RecordBatch // the rest of a batch cut between two files
+	defer func() {
+		if carry != nil {
+			carry.Release()
+		}
+	}()
+	for more := true; more; {
+		more = false
+		file := func(yield func(arrow.RecordBatch, error) bool) {
+			var fileRows int64
+			for {
+				rec := carry
+				carry = nil
+				if rec == nil {
+					r, err, ok := next()
+					if !ok {
+						return
+					}
+					if err != nil {
+						yield(nil, err)
+						return
+					}
+					readRows += r.NumRows()
+					rec = r
+				}
+				room := split.room(fileRows)
+				if room == 0 {
+					carry, more = rec, true
+					return
+				}
+				if n := rec.NumRows(); n > room {
+					head := rec.NewSlice(0, room)
+					carry = rec.NewSlice(room, n)
+					rec.Release()
+					rec = head
+				}
+				fileRows += rec.NumRows()
+				split.took(rec.NumRows())
+				if !yield(rec, nil) {
+					return
+				}
 			}
 		}
-	}
-	for df, werr := range table.WriteRecords(ctx, tbl, schema, counted, writeOpts...) {
-		if werr != nil {
-			return files, readRows, fmt.Errorf("write group: %w", werr)
+		for df, werr := range table.WriteRecords(ctx, tbl, schema, file, writeOpts...) {
+			if werr != nil {
+				return files, readRows, fmt.Errorf("write group: %w", werr)
+			}
+			split.closed(df)
+			files = append(files, df)
 		}
-		files = append(files, df)
 	}
 	return files, readRows, nil
 }
