@@ -247,24 +247,29 @@ for _ in $(seq 1 5); do
   port_args=()
   for i in "${!weed_port_names[@]}"; do port_args+=("-${weed_port_names[$i]}=${ports[$i]}"); done
   rm -rf "$weed_dir/data" && mkdir -p "$weed_dir/data"
-  # The same flags as internal/s3test/seaweed's Start: loopback only, buckets
-  # only on request, small volumes, no Iceberg/Lance listeners, no telemetry.
-  "$weed_bin" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$weed_dir/data" \
+  # The same flags and environment as internal/s3test/seaweed's Start:
+  # loopback only, buckets only on request, small volumes, no Iceberg/Lance
+  # listeners, no telemetry, one master that elects itself at once, and no
+  # hold on the first volume allocation (WEED_* variables set master.toml keys).
+  (cd "$weed_dir" && exec env WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s "$weed_bin" server \
+    -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$weed_dir/data" \
     -filer -s3 -s3.config="$weed_dir/s3.json" -s3.autoCreateBucket=false \
     -s3.port.iceberg=0 -s3.port.lance=0 \
-    -master.volumeSizeLimitMB=64 -volume.max=0 -master.telemetry=false \
-    "${port_args[@]}" >"$weed_dir/weed.log" 2>&1 &
+    -master.volumeSizeLimitMB=64 -volume.max=0 -master.telemetry=false -master.peers=none \
+    "${port_args[@]}" >"$weed_dir/weed.log" 2>&1) &
   weed_pid=$!
-  # Ready when the S3 gateway answers and a volume server has joined the
-  # master (before that, writes fail).
-  for _ in $(seq 1 600); do
+  # Ready when the S3 gateway answers and the master lists the filer and the
+  # volume server: a fresh filer announces itself only after seconds of
+  # looking for peers, and until then S3 writes wait for its lock ring.
+  for _ in $(seq 1 300); do
     kill -0 "$weed_pid" 2>/dev/null || break
     if http_get "${ports[6]}" / | grep -q '^HTTP/' &&
-      http_get "${ports[0]}" /dir/status | grep -q '"DataNodes":\[{'; then
+      cluster=$(echo cluster.ps | timeout 10 "$weed_bin" shell -master="127.0.0.1:${ports[0]}.${ports[1]}" -connectTimeout=2s 2>/dev/null) &&
+      grep -q '^\* filers [1-9]' <<<"$cluster" && grep -q '^\* volume servers [1-9]' <<<"$cluster"; then
       weed_ready=1
       break
     fi
-    sleep 0.1
+    sleep 0.2
   done
   [ -n "$weed_ready" ] && break
   kill -KILL "$weed_pid" 2>/dev/null || true

@@ -107,9 +107,11 @@ func Start(t testing.TB) *Server {
 	// A port another process takes between choosing and binding it makes
 	// weed exit: try again on other ports.
 	for range 3 {
+		began := time.Now()
 		s, err := start(weed, dir)
 		if err == nil {
 			t.Cleanup(s.kill)
+			t.Logf("seaweed: weed server with S3 at %s ready in %s", s.Endpoint, time.Since(began).Round(time.Millisecond))
 			return s
 		}
 		lastErr = err
@@ -165,6 +167,7 @@ func start(weed, dir string) (*Server, error) {
 	s.cmd = exec.Command(weed, args...)
 	s.cmd.Dir = work
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.Env = append(os.Environ(), serverEnv...)
 	// Its own process group, so Pause, Resume and Stop reach every process.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -188,8 +191,17 @@ func serverArgs(dataDir, s3Config string) []string {
 		"-filer", "-s3", "-s3.config=" + s3Config, "-s3.autoCreateBucket=false",
 		"-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-master.volumeSizeLimitMB=64", "-volume.max=0", "-master.telemetry=false",
+		// One master that elects itself at once (no peers to wait for).
+		"-master.peers=none",
 	}
 }
+
+// serverEnv is the environment of `weed server` beside the caller's
+// (SeaweedFS reads master.toml keys from WEED_* variables): no hold on volume
+// allocation after a fresh start, which otherwise delays the first write by
+// seconds waiting for volume servers that a one-process cluster does not
+// have.
+var serverEnv = []string{"WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s"}
 
 // identities is SeaweedFS's S3 identities file (-s3.config).
 type identities struct {
@@ -248,19 +260,22 @@ func (s *Server) waitReady(timeout time.Duration) error {
 }
 
 // probe creates bucket (if missing), stores an object in it and deletes it.
+// Its requests are not retried: waitReady does that, and the SDK's retries
+// would use up the client's retry quota while the gateway is not listening.
 func (s *Server) probe(ctx context.Context, bucket string) error {
 	c := s.s3()
+	once := func(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := c.HeadBucket(rctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		if _, err := c.CreateBucket(rctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+	if _, err := c.HeadBucket(rctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)}, once); err != nil {
+		if _, err := c.CreateBucket(rctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}, once); err != nil {
 			return fmt.Errorf("create bucket %s: %w", bucket, err)
 		}
 	}
-	if _, err := c.PutObject(rctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("probe"), Body: strings.NewReader("probe")}); err != nil {
+	if _, err := c.PutObject(rctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("probe"), Body: strings.NewReader("probe")}, once); err != nil {
 		return fmt.Errorf("put s3://%s/probe: %w", bucket, err)
 	}
-	if _, err := c.DeleteObject(rctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("probe")}); err != nil {
+	if _, err := c.DeleteObject(rctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("probe")}, once); err != nil {
 		return fmt.Errorf("delete s3://%s/probe: %w", bucket, err)
 	}
 	return nil
