@@ -201,11 +201,11 @@ func expectPresent(t *testing.T, what string, want, have map[string]bool) {
 	}
 }
 
-// parquetKeys are the data files among keys, planted ones left out.
-func parquetKeys(keys map[string]bool, planted map[string]bool) map[string]bool {
+// parquetKeys are the data files among keys (relative to the table).
+func parquetKeys(keys map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for k := range keys {
-		if strings.HasPrefix(k, "data/") && strings.HasSuffix(k, ".parquet") && !planted[k] {
+		if strings.HasPrefix(k, "data/") && strings.HasSuffix(k, ".parquet") {
 			out[k] = true
 		}
 	}
@@ -224,6 +224,27 @@ func (w *weedWarehouse) runTask(t *testing.T, task string) maintainedOutcome {
 	return outs[0]
 }
 
+// expectCompacted checks that the table is a compaction on top of before
+// with the same rows (by iceberg-go and by the verifier, whose reading of
+// before is verifiedBefore) in weedPartitions files, and that every object
+// of keys0 (nothing is deleted before expiry) and every referenced file is
+// there. It returns the table's state and objects.
+func (w *weedWarehouse) expectCompacted(t *testing.T, what string, before tableState, verifiedBefore testenv.VerifyResult, keys0 map[string]bool) (tableState, map[string]bool) {
+	t.Helper()
+	after := w.state(t, weedTable)
+	if !after.compacted() || after.parentID != before.snapshotID || after.rows != before.rows || after.sum != before.sum {
+		t.Errorf("%s: %+v; want a compaction on top of %d with %d rows (%016x)", what, after, before.snapshotID, before.rows, before.sum)
+	}
+	if v := w.verify(t, after.metadata); v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != weedPartitions {
+		t.Errorf("verifier %s: %d rows (%s) in %d files; want %d (%s) in %d",
+			what, v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, weedPartitions)
+	}
+	keys := w.keys(t)
+	expectPresent(t, what+" (nothing is deleted before expiry)", keys0, keys)
+	expectPresent(t, what, w.referenced(t), keys)
+	return after, keys
+}
+
 // On SeaweedFS, one task at a time as a CronJob would run them: compaction
 // keeps the rows and deletes nothing (its inputs stay until expiry); expiry
 // keeps the compaction's snapshot and deletes the writers' data files; orphan
@@ -236,7 +257,7 @@ func TestSeaweedRunTasks(t *testing.T) {
 	before := w.state(t, weedTable)
 	verifiedBefore := w.verify(t, before.metadata)
 	keys0 := w.keys(t)
-	inputs := parquetKeys(keys0, nil)
+	inputs := parquetKeys(keys0)
 	if verifiedBefore.LiveRows != before.rows || verifiedBefore.Checksum == "" || verifiedBefore.DataFiles != weedAppends ||
 		len(inputs) != weedAppends || before.snapshots != weedAppends {
 		t.Fatalf("generated table: verifier reads %d rows in %d files, %d snapshots, %d data objects; want %d rows in %d of each",
@@ -249,18 +270,8 @@ func TestSeaweedRunTasks(t *testing.T) {
 	if c == nil || c.FilesIn != weedAppends || c.FilesOut != weedPartitions || c.RowsRead != before.rows || c.RowsWritten != before.rows {
 		t.Errorf("compaction %+v; want %d files of %d rows rewritten into %d", c, weedAppends, before.rows, weedPartitions)
 	}
-	compacted := w.state(t, weedTable)
-	if !compacted.compacted() || compacted.parentID != before.snapshotID || compacted.rows != before.rows || compacted.sum != before.sum {
-		t.Errorf("after compaction: %+v; want a compaction on top of %d with %d rows (%016x)", compacted, before.snapshotID, before.rows, before.sum)
-	}
-	if v := w.verify(t, compacted.metadata); v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != weedPartitions {
-		t.Errorf("verifier after compaction: %d rows (%s) in %d files; want %d (%s) in %d",
-			v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, weedPartitions)
-	}
-	keys1 := w.keys(t)
-	expectPresent(t, "after compaction (nothing is deleted before expiry)", keys0, keys1)
-	expectPresent(t, "after compaction", w.referenced(t), keys1)
-	if n := len(parquetKeys(keys1, nil)); n != weedAppends+weedPartitions {
+	compacted, keys1 := w.expectCompacted(t, "after compaction", before, verifiedBefore, keys0)
+	if n := len(parquetKeys(keys1)); n != weedAppends+weedPartitions {
 		t.Errorf("after compaction: %d data objects; want the %d inputs and %d outputs", n, weedAppends, weedPartitions)
 	}
 
@@ -284,13 +295,13 @@ func TestSeaweedRunTasks(t *testing.T) {
 			t.Errorf("after expiry: %s, referenced only by expired snapshots, is still there", k)
 		}
 	}
-	if n := len(parquetKeys(keys2, nil)); n != weedPartitions {
+	if n := len(parquetKeys(keys2)); n != weedPartitions {
 		t.Errorf("after expiry: %d data objects; want the %d compacted ones", n, weedPartitions)
 	}
 
 	// Orphan removal: S3 stamps a PUT with the server's clock, so the old
 	// orphans are back-dated past min_age (72h) through the filer.
-	day := path.Dir(slices.Sorted(maps.Keys(parquetKeys(keys2, nil)))[0])
+	day := path.Dir(slices.Sorted(maps.Keys(parquetKeys(keys2)))[0])
 	old := map[string][]byte{
 		day + "/00000-crashed-writer.parquet":  []byte("crashed writer"),
 		"data/00001-failed-compaction.parquet": []byte("failed compaction"),
@@ -367,15 +378,5 @@ func TestSeaweedServeTrigger(t *testing.T) {
 	srv.waitFor("compaction requested over HTTP", func() bool { return w.state(t, weedTable).compacted() })
 	srv.stop()
 
-	after := w.state(t, weedTable)
-	if after.parentID != before.snapshotID || after.rows != before.rows || after.sum != before.sum {
-		t.Errorf("after serve: %+v; want a compaction on top of %d with %d rows (%016x)", after, before.snapshotID, before.rows, before.sum)
-	}
-	if v := w.verify(t, after.metadata); v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum || v.DataFiles != weedPartitions {
-		t.Errorf("verifier after serve: %d rows (%s) in %d files; want %d (%s) in %d",
-			v.LiveRows, v.Checksum, v.DataFiles, verifiedBefore.LiveRows, verifiedBefore.Checksum, weedPartitions)
-	}
-	keys1 := w.keys(t)
-	expectPresent(t, "after serve's compaction", keys0, keys1)
-	expectPresent(t, "after serve's compaction", w.referenced(t), keys1)
+	w.expectCompacted(t, "after serve's compaction", before, verifiedBefore, keys0)
 }
