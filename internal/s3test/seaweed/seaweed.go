@@ -369,6 +369,43 @@ func (s *Server) Keys(t testing.TB, bucket string) map[string]bool {
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
 	s.signal(t, syscall.SIGSTOP, "pause")
+	// SIGSTOP takes effect as each thread is next scheduled: wait until all
+	// are stopped, so that no request the test sends next is still served.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(s.cmd.Process.Pid)
+		if err != nil {
+			t.Fatalf("seaweed: pause the server at %s: %v", s.Endpoint, err)
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("seaweed: pause the server at %s: %d threads of process %d still running 10s after SIGSTOP", s.Endpoint, running, s.cmd.Process.Pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of process pid that are not stopped,
+// from /proc/PID/task/TID/stat (state T: stopped by a signal).
+func runningThreads(pid int) (int, error) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return 0, fmt.Errorf("list the threads of process %d: %v", pid, err)
+	}
+	running := 0
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread has exited
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			running++
+		}
+	}
+	return running, nil
 }
 
 // Resume continues (SIGCONT) a paused server.
