@@ -128,13 +128,12 @@ func skipOrFail(t testing.TB, msg string) {
 	t.Skip("seaweed: " + msg)
 }
 
-// Ports of one weed server: each HTTP listener and its gRPC twin (weed
-// would otherwise take HTTP port + 10000, which may be in use).
-var portNames = []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-	"filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc"}
-
 // start runs one weed server in a fresh folder under dir.
 func start(weed, dir string) (*Server, error) {
+	// Every HTTP listener and its gRPC twin gets a port (weed would
+	// otherwise take HTTP port + 10000, which may be in use).
+	portNames := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+		"filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc"}
 	work, err := os.MkdirTemp(dir, "weed-")
 	if err != nil {
 		return nil, err
@@ -167,7 +166,7 @@ func start(weed, dir string) (*Server, error) {
 	s.cmd = exec.Command(weed, args...)
 	s.cmd.Dir = work
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.Env = append(os.Environ(), serverEnv...)
+	s.cmd.Env = append(os.Environ(), noAllocationHold)
 	// Its own process group, so Pause, Resume and Stop reach every process.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
@@ -196,12 +195,12 @@ func serverArgs(dataDir, s3Config string) []string {
 	}
 }
 
-// serverEnv is the environment of `weed server` beside the caller's
-// (SeaweedFS reads master.toml keys from WEED_* variables): no hold on volume
+// noAllocationHold is added to the environment of `weed server` (SeaweedFS
+// reads master.toml keys from WEED_* variables): no hold on volume
 // allocation after a fresh start, which otherwise delays the first write by
 // seconds waiting for volume servers that a one-process cluster does not
 // have.
-var serverEnv = []string{"WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s"}
+const noAllocationHold = "WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s"
 
 // identities is SeaweedFS's S3 identities file (-s3.config).
 type identities struct {
