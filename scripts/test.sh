@@ -204,14 +204,17 @@ trap 'weed_cleanup; pg_cleanup; cleanup' EXIT
 # build_weed downloads the module's source, copies it somewhere writable (the
 # module cache is read-only; -mod=mod may complete go.sum) and builds ./weed.
 build_weed() {
-  local src build_start=$SECONDS
-  src=$(cd "$weed_dir" && go mod download -json "$weed_module@$weed_version" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || return 1
-  [ -n "$src" ] && [ -d "$src" ] || { log "go mod download $weed_module@$weed_version gave no source folder"; return 1; }
+  local info src build_start=$SECONDS
+  # Outside any module, so the repository's go.mod and go.sum are untouched.
+  info=$(cd "$weed_dir" && go mod download -json "$weed_module@$weed_version") ||
+    { log "go mod download $weed_module@$weed_version failed: $info"; return 1; }
+  src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [ -n "$src" ] && [ -d "$src" ] || { log "go mod download $weed_module@$weed_version gave no source folder: $info"; return 1; }
   cp -R "$src" "$weed_dir/src" && chmod -R u+w "$weed_dir/src" || return 1
   mkdir -p "$(dirname "$weed_bin")" || return 1
   # Built under a temporary name, so an interrupted build leaves no binary.
-  (cd "$weed_dir/src" && GOFLAGS=-mod=mod go build -o "$weed_bin.tmp.$$" ./weed) || { rm -f "$weed_bin.tmp.$$"; return 1; }
+  # No VCS stamp: the copy is no checkout (and must not pick up one around it).
+  (cd "$weed_dir/src" && GOFLAGS='-mod=mod -buildvcs=false' go build -o "$weed_bin.tmp.$$" ./weed) || { rm -f "$weed_bin.tmp.$$"; return 1; }
   mv -f "$weed_bin.tmp.$$" "$weed_bin" || return 1
   rm -rf "$weed_dir/src"
   log "built SeaweedFS in $((SECONDS - build_start))s"
