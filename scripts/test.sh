@@ -18,12 +18,19 @@
 # and their independent verifier are in the repository (testdata/fixtures,
 # internal/testenv). It starts a throw-away redis-server and a throw-away
 # PostgreSQL cluster (in a temporary folder) on free loopback ports, and stops
-# both and removes the cluster on exit.
+# both and removes the cluster on exit. It also builds SeaweedFS from the Go
+# module proxy when .cache/weed has no binary of the pinned version (a few
+# minutes, once), and starts `weed server` (master, volume server, filer, S3
+# gateway) on free loopback ports with a random access key, killed on exit.
 #
 # Exported for the tests:
 #   MAINTAINER_TEST_REDIS_ADDR  127.0.0.1:PORT of that redis-server
 #   MAINTAINER_TEST_POSTGRES_DSN  postgres://USER:PASSWORD@127.0.0.1:PORT/DB of
 #                               that cluster (a superuser: tests create databases)
+#   MAINTAINER_TEST_S3_ENDPOINT  http://127.0.0.1:PORT of SeaweedFS's S3 gateway
+#   MAINTAINER_TEST_S3_ACCESS_KEY, MAINTAINER_TEST_S3_SECRET_KEY  its credentials
+#   MAINTAINER_TEST_S3_MASTER   its master as weed shell takes it: 127.0.0.1:PORT.GRPC_PORT
+#   MAINTAINER_TEST_WEED        the weed binary (tests start private servers)
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -171,6 +178,116 @@ pg createdb -h "$pg_dir" -p "$pg_port" -U maintainer maintainer ||
 
 export MAINTAINER_TEST_POSTGRES_DSN="postgres://maintainer:$pg_password@127.0.0.1:$pg_port/maintainer?sslmode=disable"
 log "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port (data in $pg_data)"
+
+# --- SeaweedFS: a real S3 server (`weed server`: master, volume server,
+# filer and S3 gateway in one process) on free loopback ports, with data in a
+# temporary folder. The binary is built once from the module proxy's copy of
+# the source (`go install` refuses the module: its go.mod has replace
+# directives) and cached in .cache/weed/VERSION/weed; delete it to rebuild.
+# Failing to build or start it is fatal here, as for the tools above.
+weed_module=github.com/seaweedfs/seaweedfs
+weed_version=v0.0.0-20261109003541-7506e5f91cd6
+weed_bin=$repo_root/.cache/weed/$weed_version/weed
+weed_dir=$(mktemp -d "${TMPDIR:-/tmp}/maintainer-weed.XXXXXX")
+weed_pid=
+weed_cleanup() {
+  # SIGKILL: the data is thrown away, and a graceful stop waits for the
+  # volume server's preStopSeconds.
+  if [ -n "$weed_pid" ]; then
+    kill -KILL "$weed_pid" 2>/dev/null || true
+    wait "$weed_pid" 2>/dev/null || true
+  fi
+  rm -rf "$weed_dir"
+}
+trap 'weed_cleanup; pg_cleanup; cleanup' EXIT
+
+# build_weed downloads the module's source, copies it somewhere writable (the
+# module cache is read-only; -mod=mod may complete go.sum) and builds ./weed.
+build_weed() {
+  local info src build_start=$SECONDS
+  # Outside any module, so the repository's go.mod and go.sum are untouched.
+  info=$(cd "$weed_dir" && go mod download -json "$weed_module@$weed_version") ||
+    { log "go mod download $weed_module@$weed_version failed: $info"; return 1; }
+  src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [ -n "$src" ] && [ -d "$src" ] || { log "go mod download $weed_module@$weed_version gave no source folder: $info"; return 1; }
+  cp -R "$src" "$weed_dir/src" && chmod -R u+w "$weed_dir/src" || return 1
+  mkdir -p "$(dirname "$weed_bin")" || return 1
+  # Built under a temporary name, so an interrupted build leaves no binary.
+  # No VCS stamp: the copy is no checkout (and must not pick up one around it).
+  (cd "$weed_dir/src" && GOFLAGS='-mod=mod -buildvcs=false' go build -o "$weed_bin.tmp.$$" ./weed) || { rm -f "$weed_bin.tmp.$$"; return 1; }
+  mv -f "$weed_bin.tmp.$$" "$weed_bin" || return 1
+  rm -rf "$weed_dir/src"
+  log "built SeaweedFS in $((SECONDS - build_start))s"
+}
+if [ ! -x "$weed_bin" ]; then
+  log "building SeaweedFS $weed_version into ${weed_bin#"$repo_root"/} (once; a few minutes)"
+  build_weed || die "could not build SeaweedFS ($weed_module@$weed_version)"
+fi
+
+# http_get prints the response (headers and body) of GET path on a
+# loopback port, without curl; it fails when nothing answers in time.
+http_get() {
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null
+}
+
+weed_access_key=maintainer-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+weed_secret_key=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
+printf '{"identities":[{"name":"maintainer-test","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","List","Tagging","Write"]}]}\n' \
+  "$weed_access_key" "$weed_secret_key" >"$weed_dir/s3.json"
+chmod 600 "$weed_dir/s3.json"
+weed_port_names=(master.port master.port.grpc volume.port volume.port.grpc filer.port filer.port.grpc s3.port s3.port.grpc)
+weed_ready=
+for _ in $(seq 1 5); do
+  # Every listener gets an explicit port (weed would otherwise take HTTP
+  # port + 10000 for gRPC, which may be in use).
+  ports=()
+  while [ ${#ports[@]} -lt ${#weed_port_names[@]} ]; do
+    port=$((20000 + RANDOM % 40000))
+    port_in_use "$port" && continue
+    case " ${ports[*]} " in *" $port "*) continue ;; esac
+    ports+=("$port")
+  done
+  port_args=()
+  for i in "${!weed_port_names[@]}"; do port_args+=("-${weed_port_names[$i]}=${ports[$i]}"); done
+  rm -rf "$weed_dir/data" && mkdir -p "$weed_dir/data"
+  # The same flags and environment as internal/s3test/seaweed's Start:
+  # loopback only, buckets only on request, small volumes, no Iceberg/Lance
+  # listeners, no telemetry, one master that elects itself at once, and no
+  # hold on the first volume allocation (WEED_* variables set master.toml keys).
+  (cd "$weed_dir" && exec env WEED_MASTER_VOLUME_GROWTH_ALLOCATION_DEFERRAL=0s "$weed_bin" server \
+    -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$weed_dir/data" \
+    -filer -s3 -s3.config="$weed_dir/s3.json" -s3.autoCreateBucket=false \
+    -s3.port.iceberg=0 -s3.port.lance=0 \
+    -master.volumeSizeLimitMB=64 -volume.max=0 -master.telemetry=false -master.peers=none \
+    "${port_args[@]}" >"$weed_dir/weed.log" 2>&1) &
+  weed_pid=$!
+  # Ready when the S3 gateway answers and the master lists the filer and the
+  # volume server: a fresh filer announces itself only after seconds of
+  # looking for peers, and until then S3 writes wait for its lock ring.
+  for _ in $(seq 1 300); do
+    kill -0 "$weed_pid" 2>/dev/null || break
+    if http_get "${ports[6]}" / | grep -q '^HTTP/' &&
+      cluster=$(echo cluster.ps | timeout 10 "$weed_bin" shell -master="127.0.0.1:${ports[0]}.${ports[1]}" -connectTimeout=2s 2>/dev/null) &&
+      grep -q '^\* filers [1-9]' <<<"$cluster" && grep -q '^\* volume servers [1-9]' <<<"$cluster"; then
+      weed_ready=1
+      break
+    fi
+    sleep 0.2
+  done
+  [ -n "$weed_ready" ] && break
+  kill -KILL "$weed_pid" 2>/dev/null || true
+  wait "$weed_pid" 2>/dev/null || true
+  weed_pid=
+done
+[ -n "$weed_ready" ] || { tail -n 50 "$weed_dir/weed.log" >&2 || true; die "could not start SeaweedFS (log above)"; }
+
+export MAINTAINER_TEST_S3_ENDPOINT=http://127.0.0.1:${ports[6]}
+export MAINTAINER_TEST_S3_ACCESS_KEY=$weed_access_key
+export MAINTAINER_TEST_S3_SECRET_KEY=$weed_secret_key
+# SeaweedFS's address syntax for an explicit gRPC port: host:port.grpc.
+export MAINTAINER_TEST_S3_MASTER=127.0.0.1:${ports[0]}.${ports[1]}
+export MAINTAINER_TEST_WEED=$weed_bin
+log "SeaweedFS S3 gateway on $MAINTAINER_TEST_S3_ENDPOINT (master $MAINTAINER_TEST_S3_MASTER, pid $weed_pid, data in $weed_dir)"
 
 # --- packages vs go test flags.
 module=$(go list -m)
