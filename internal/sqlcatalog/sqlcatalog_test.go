@@ -8,22 +8,40 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/pgtest"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
-// TestRows: the rows give a table's metadata location (also for a
-// namespace stored in iceberg-go's encoded form) without loading it, "" for
-// a table that does not exist, and the catalog names that have tables.
-func TestRows(t *testing.T) {
-	ctx := t.Context()
+func TestRowsSQLite(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "catalog.db")
-	cat, err := gen.OpenSQLiteCatalog(ctx, "prod", db, filepath.Join(dir, "warehouse"))
+	cat, err := gen.OpenSQLiteCatalog(t.Context(), "prod", db, filepath.Join(dir, "warehouse"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cat.Close()
+	testRows(t, cat, sqliteshim.ShimName, "sqlite", sqliteuri.DSN(db))
+}
+
+func TestRowsPostgres(t *testing.T) {
+	dsn := pgtest.Database(t)
+	cat, err := pgtest.OpenCatalog(t.Context(), "prod", dsn, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	testRows(t, cat, pgtest.Driver, "postgres", dsn)
+}
+
+// testRows: the rows give a table's metadata location (also for a
+// namespace stored in iceberg-go's encoded form) without loading it, "" for
+// a table that does not exist, and the catalog names that have tables.
+func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
+	ctx := t.Context()
 	var want []string
 	for _, ns := range []table.Identifier{{"db"}, {"a.b", "c"}} {
 		if err := cat.CreateNamespace(ctx, ns, nil); err != nil {
@@ -36,7 +54,7 @@ func TestRows(t *testing.T) {
 		want = append(want, tbl.MetadataLocation())
 	}
 
-	rows, err := Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(db), "prod")
+	rows, err := Open(driver, dialect, uri, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
