@@ -108,8 +108,9 @@ type Deps struct {
 	MetadataLocator orphans.MetadataLocator
 	// PassLength bounds how long the listing of the catalog's tables (the
 	// orphan task's shared-location check) is shared by the tables of a
-	// pass: it is made on first need and made again once older (serve: the
-	// poll interval). 0: one listing for the Runner's life (run, plan).
+	// pass: it is made on first need and made again once older. The
+	// command line sets the poll interval, serve's pass, for every
+	// command. 0: one listing for the Runner's life.
 	PassLength time.Duration
 }
 

@@ -19,9 +19,10 @@ import (
 
 // BenchmarkFleet measures a pass over many small tables of one SQLite
 // catalog: for each count of FLEET_TABLES (default "30,300"), it generates
-// that many tables (3 appends of 50 rows each) and runs the real binary,
-// one process per command so that its peak RSS is the command's, for
-// `plan`, `run --task orphans --force` and `status`. It reports wall time
+// that many tables (6 appends of 50 rows each: more files than
+// compact.min_input_files, so plan plans a compaction group per table) and
+// runs the real binary, one process per command so that its peak RSS is
+// the command's, for `plan`, `run --task orphans --force` and `status`. It reports wall time
 // and CPU per table and the peak RSS of each command, so the growth with
 // the number of tables shows (a pass that grows faster than its tables, or
 // memory that grows with them, is a defect).
@@ -94,7 +95,7 @@ func fleetWarehouse(b *testing.B, dir string, n int) string {
 	start := time.Now()
 	for i := range n {
 		if _, err := gen.Create(ctx, cat, gen.Options{
-			Namespace: genNamespace, Table: fmt.Sprintf("t%04d", i), Appends: 3, RowsPerAppend: 50, Partitions: 1, Seed: int64(i),
+			Namespace: genNamespace, Table: fmt.Sprintf("t%04d", i), Appends: 6, RowsPerAppend: 50, Partitions: 1, Seed: int64(i),
 		}); err != nil {
 			b.Fatalf("generate table %d: %v", i, err)
 		}
