@@ -623,6 +623,10 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		for _, f := range r.Failed {
 			fmt.Fprintf(w, "  failed to delete %s\n", f)
 		}
+		for _, u := range r.UnloadableTables {
+			fmt.Fprintf(w, "  table %s does not load (%s); its metadata %s is outside this table, so it was ruled out\n",
+				u.Table, u.Error, u.MetadataLocation)
+		}
 	}
 	return nil
 }

@@ -135,6 +135,12 @@ func TestBrokenTableStaysWithIt(t *testing.T) {
 	if o := jsonLines[orphansOutcome](t, r.stdout); len(o) != 1 || o[0].Status != "succeeded" || o[0].Orphans.FilesDeleted != 3 {
 		t.Fatalf("good1 alone: %+v; want succeeded with 3 files deleted\n%s", o, r)
 	}
+	// The text output says which tables were ruled out.
+	r = runMaintainer(t, w.dir, "run", "--dry-run", "--force", "--config", w.cfg, "--task", "orphans", "--table", "demo.good1")
+	expectCode(t, r, 0, "run --dry-run --table demo.good1")
+	if !strings.Contains(r.stdout, "table demo.broken does not load") {
+		t.Errorf("the dry run does not say demo.broken was ruled out:\n%s", r)
+	}
 }
 
 // TestCorruptMetadataNamesTheFile: every task, plan and status of a table
