@@ -56,13 +56,9 @@ func (h Health) DeleteFiles() int { return h.PositionDeleteFiles + h.EqualityDel
 // Health loads a table and measures it from its current snapshot's manifests.
 func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 	name := strings.Join(ident, ".")
-	tbl, err := r.cat.LoadTable(ctx, ident)
+	tbl, pol, err := r.load(ctx, ident, name)
 	if err != nil {
-		return Health{Table: name, Tasks: []TaskState{}, Error: fmt.Sprintf("load table %s: %v", name, err)}
-	}
-	pol, err := r.policy(name, tbl.Properties())
-	if err != nil {
-		return Health{Table: name, Tasks: []TaskState{}, Error: fmt.Sprintf("settings for table %s: %v", name, err)}
+		return Health{Table: name, Tasks: []TaskState{}, Error: err.Error()}
 	}
 	h, err := TableHealth(ctx, tbl, pol.Compact)
 	h.Table, h.Tasks = name, []TaskState{}

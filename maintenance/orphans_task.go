@@ -28,6 +28,9 @@ type OrphansReport struct {
 	// were deleted: the run failed, the table has lost them.
 	DeletedReferenced []string `json:"deleted_referenced,omitempty"`
 	Failed            []string `json:"failed,omitempty"`
+	// UnloadableTables are other tables of the catalog that could not be
+	// loaded, ruled out by their metadata location: the removal went on.
+	UnloadableTables []orphans.Unloadable `json:"unloadable_tables,omitempty"`
 }
 
 func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
@@ -36,11 +39,18 @@ func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Conf
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("open storage of %s: %w", tbl.Location(), err)}
 	}
 	// Another table living under this one's location would lose its files.
-	others, err := orphans.CatalogTableLocations(ctx, r.cat, tbl.Identifier())
+	nb, err := r.neighbours.Neighbours(ctx, tbl.Identifier())
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("list the catalog's table locations: %w", err)}
 	}
-	plan, err := orphans.PlanTable(ctx, tbl, store, cfg, r.now(), others)
+	if err := orphans.CheckUnloadable(tbl, cfg, nb.Unloadable); err != nil {
+		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan orphan removal: %w", err)}
+	}
+	for _, u := range nb.Unloadable {
+		r.log.Warn("orphans: another table does not load; its metadata is outside this table's location, so removal goes on",
+			"table", strings.Join(tbl.Identifier(), "."), "other_table", u.Table, "metadata", u.MetadataLocation, "err", u.Error)
+	}
+	plan, err := orphans.PlanTable(ctx, tbl, store, cfg, r.now(), nb.Locations)
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan orphan removal: %w", err)}
 	}
@@ -48,6 +58,7 @@ func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Conf
 		Location: plan.Location, Cutoff: plan.Cutoff.UTC(),
 		ListedFiles: plan.ListedFiles, Candidates: nonNil(plan.Candidates), Skipped: plan.Skipped,
 		FilesFound: len(plan.Candidates), BytesFound: plan.CandidateBytes(),
+		UnloadableTables: nb.Unloadable,
 	}
 	summary := fmt.Sprintf("%d orphan files (%s) older than %s among %d listed", rep.FilesFound,
 		HumanBytes(rep.BytesFound), cfg.MinAge, plan.ListedFiles)

@@ -71,6 +71,12 @@ type Runner struct {
 	now      func() time.Time
 	// writeAlloc backs compaction's Parquet writers (nil: the Go heap).
 	writeAlloc compact.WriterAllocator
+	// metaLoc names a table's metadata file without loading it (nil: the
+	// catalog does not say).
+	metaLoc orphans.MetadataLocator
+	// neighbours is the pass's listing of the catalog's tables for the
+	// orphan task's shared-location check.
+	neighbours *orphans.Listing
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -95,6 +101,17 @@ type Deps struct {
 	Now     func() time.Time
 	// WriteAlloc backs compaction's Parquet writers; nil: the Go heap.
 	WriteAlloc compact.WriterAllocator
+	// MetadataLocator says where a table's metadata file is from the
+	// catalog's own records (the SQL catalog's iceberg_tables), without
+	// reading it: load errors name the file, and orphan removal can rule
+	// out a table that does not load. nil: the catalog does not say.
+	MetadataLocator orphans.MetadataLocator
+	// PassLength bounds how long the listing of the catalog's tables (the
+	// orphan task's shared-location check) is shared by the tables of a
+	// pass: it is made on first need and made again once older. The
+	// command line sets the poll interval, serve's pass, for every
+	// command. 0: one listing for the Runner's life.
+	PassLength time.Duration
 }
 
 func NewRunner(d Deps) *Runner {
@@ -115,7 +132,8 @@ func NewRunner(d Deps) *Runner {
 	}
 	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
-		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc}
+		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
+		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now)}
 }
 
 // Request says what one pass does.
@@ -168,6 +186,16 @@ func (o Outcome) Err() error { return o.failure }
 // Tables lists the selected tables of the catalog, sorted. A listing error
 // is ErrUnavailable: nothing has been done yet.
 func (r *Runner) Tables(ctx context.Context) ([]table.Identifier, error) {
+	return r.list(ctx, r.selected)
+}
+
+// CatalogTables lists every table of the catalog, selected or not, sorted:
+// what a selection that matched nothing was matched against.
+func (r *Runner) CatalogTables(ctx context.Context) ([]table.Identifier, error) {
+	return r.list(ctx, func(string) bool { return true })
+}
+
+func (r *Runner) list(ctx context.Context, keep func(ident string) bool) ([]table.Identifier, error) {
 	var out []table.Identifier
 	var walk func(parent table.Identifier) error
 	walk = func(parent table.Identifier) error {
@@ -180,7 +208,7 @@ func (r *Runner) Tables(ctx context.Context) ([]table.Identifier, error) {
 				if err != nil {
 					return fmt.Errorf("list tables of %q: %w", strings.Join(ns, "."), err)
 				}
-				if r.selected(strings.Join(ident, ".")) {
+				if keep(strings.Join(ident, ".")) {
 					out = append(out, ident)
 				}
 			}
@@ -379,7 +407,7 @@ func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol 
 func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) (*table.Table, Policy, error) {
 	tbl, err := r.cat.LoadTable(ctx, ident)
 	if err != nil {
-		return nil, Policy{}, fmt.Errorf("load table %s: %w", name, err)
+		return nil, Policy{}, r.loadError(ctx, ident, name, err)
 	}
 	pol, err := r.policy(name, tbl.Properties())
 	if err != nil {
@@ -387,6 +415,18 @@ func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) 
 		return nil, Policy{}, fmt.Errorf("settings for table %s: %w", name, err)
 	}
 	return tbl, pol, nil
+}
+
+// loadError wraps a failed load with the table's metadata file when the
+// catalog says which it is: iceberg-go's errors for a truncated or corrupt
+// metadata.json do not name it.
+func (r *Runner) loadError(ctx context.Context, ident table.Identifier, name string, err error) error {
+	if r.metaLoc != nil && ctx.Err() == nil {
+		if loc, lerr := r.metaLoc.MetadataLocation(ctx, ident); lerr == nil && loc != "" && !strings.Contains(err.Error(), loc) {
+			return fmt.Errorf("load table %s (metadata %s): %w", name, loc, err)
+		}
+	}
+	return fmt.Errorf("load table %s: %w", name, err)
 }
 
 // DueTasks loads a table and returns its enabled tasks that are due, with

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
@@ -219,12 +220,18 @@ type env struct {
 	metrics *maintenance.Metrics
 	svc     *services
 	log     *slog.Logger
+	// rows reads a SQL catalog's iceberg_tables directly; nil for other
+	// catalogs.
+	rows *sqlcatalog.Rows
 }
 
 // close releases the backends' connections.
 func (e *env) close() {
 	if e.svc != nil {
 		e.svc.close()
+	}
+	if e.rows != nil {
+		e.rows.Close()
 	}
 }
 
@@ -257,8 +264,12 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		svc.close()
 		return nil, unavailableError{err}
 	}
+	rows := catalogRows(cfg.Catalog, log)
 	deps := maintenance.Deps{
-		Catalog:      cat,
+		Catalog: cat,
+		// A pass's listing of the catalog's tables is never older than a
+		// poll interval, the age of serve's table list.
+		PassLength:   cfg.Scheduler.PollInterval,
 		WriteAlloc:   g.writeAlloc,
 		CatalogProps: cfg.Catalog.Properties(),
 		Policy:       policyFunc(cfg, log),
@@ -274,6 +285,9 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		State:  svc.state,
 		Logger: log,
 	}
+	if rows != nil {
+		deps.MetadataLocator = rows
+	}
 	if opts.registry != nil {
 		deps.Metrics = maintenance.NewMetrics(opts.registry,
 			metrics.NewTables(cfg.Metrics.TableLabelOn(), cfg.Metrics.MaxTables))
@@ -283,7 +297,23 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
 	}
 	runner := maintenance.NewRunner(deps)
-	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log}, nil
+	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log, rows: rows}, nil
+}
+
+// catalogRows opens a direct reader of a SQL catalog's rows (nil for other
+// catalogs, or when it cannot be opened: the commands work without it,
+// with less precise errors).
+func catalogRows(c config.CatalogConfig, log *slog.Logger) *sqlcatalog.Rows {
+	if c.Type != config.CatalogSQL {
+		return nil
+	}
+	props := catalogProps(c)
+	rows, err := sqlcatalog.Open(props["sql.driver"], props["sql.dialect"], props["uri"], c.Name)
+	if err != nil {
+		log.Debug("SQL catalog rows not read directly", "err", err)
+		return nil
+	}
+	return rows
 }
 
 // policyFunc resolves a table's settings from the config and the table's
@@ -343,12 +373,78 @@ func catalogProps(c config.CatalogConfig) iceberg.Properties {
 
 // tables lists the selected tables; a listing failure means the catalog is
 // unreachable, before any work.
-func (e *env) tables(ctx context.Context) ([]table.Identifier, error) {
+// An empty selection is explained (emptySelection).
+func (e *env) tables(ctx context.Context, flagTables []string) ([]table.Identifier, error) {
 	idents, err := e.runner.Tables(ctx)
 	if err != nil {
 		return nil, unavailableError{err}
 	}
+	if len(idents) == 0 {
+		return nil, e.emptySelection(ctx, flagTables)
+	}
 	return idents, nil
+}
+
+// emptySelection says why no table was selected. A selection that names
+// nothing the catalog has (--table or tables[].match matching none of its
+// tables, or a SQL catalog without tables under the configured name while
+// other names have some) is bad usage: exit 2, before any work. A catalog
+// that has no tables at all is only warned about: nothing to maintain yet.
+func (e *env) emptySelection(ctx context.Context, flagTables []string) error {
+	all, err := e.runner.CatalogTables(ctx)
+	if err != nil {
+		return unavailableError{err}
+	}
+	name := e.cfg.Catalog.Name
+	if len(all) == 0 {
+		msg := fmt.Sprintf("%s catalog %q has no tables", e.cfg.Catalog.Type, name)
+		if e.rows != nil {
+			names, err := e.rows.CatalogNames(ctx)
+			if err != nil {
+				e.log.Warn("the catalog has no tables, and which catalog names have is unknown", "catalog", name, "err", err)
+				return nil
+			}
+			if len(names) > 0 {
+				return usageError{fmt.Errorf("%s; iceberg_tables holds tables for catalog name(s) %s (catalog.name must be one of them)",
+					msg, quoteAll(names))}
+			}
+		}
+		e.log.Warn("the catalog has no tables: nothing to maintain", "catalog", name, "type", e.cfg.Catalog.Type)
+		return nil
+	}
+	managed := slices.DeleteFunc(slices.Clone(all), func(id table.Identifier) bool { return !e.cfg.Managed(strings.Join(id, ".")) })
+	if len(managed) == 0 {
+		var globs []string
+		for _, t := range e.cfg.Tables {
+			globs = append(globs, t.Match)
+		}
+		return usageError{fmt.Errorf("the config's tables[].match (%s) match none of the %d tables of catalog %q (%s)",
+			quoteAll(globs), len(all), name, sample(all))}
+	}
+	return usageError{fmt.Errorf("--table %s matches none of the %d managed tables of catalog %q (%s)",
+		quoteAll(flagTables), len(managed), name, sample(managed))}
+}
+
+// sample names the first few tables of a list.
+func sample(ids []table.Identifier) string {
+	const n = 5
+	var names []string
+	for _, id := range ids[:min(n, len(ids))] {
+		names = append(names, strings.Join(id, "."))
+	}
+	s := strings.Join(names, ", ")
+	if len(ids) > n {
+		s += fmt.Sprintf(", and %d more", len(ids)-n)
+	}
+	return s
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
 }
 
 func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -361,8 +457,8 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 		Long: "Runs each due task on each selected table, under the table's lease. A task is due when its\n" +
 			"trigger says so (--force: always); a due task whose plan finds nothing to do is not_due; a\n" +
 			"table another maintainer is working on is busy. Exit codes: 0 all succeeded, were not due or\n" +
-			"busy; 1 some task failed; 2 bad usage or configuration, nothing ran; 3 the catalog or the\n" +
-			"lock backend was unreachable before any work.",
+			"busy; 1 some task failed; 2 bad usage or configuration (a selection that matches no table\n" +
+			"included), nothing ran; 3 the catalog or the lock backend was unreachable before any work.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if parallel < 1 {
@@ -398,12 +494,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 		return err
 	}
 	defer e.close()
-	idents, err := e.tables(ctx)
+	idents, err := e.tables(ctx, g.tables)
 	if err != nil {
 		return err
-	}
-	if len(idents) == 0 {
-		e.log.Warn("no table selected", "catalog", e.cfg.Catalog.Name)
 	}
 	results := make([][]maintenance.Outcome, len(idents))
 	done := make([]chan struct{}, len(idents))
@@ -429,6 +522,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 				printErr = g.printOutcome(o)
 			}
 		}
+		// Printed: a pass holds the outcomes (candidate lists, groups)
+		// of the tables not yet printed, not of every table.
+		results[i] = nil
 	}
 	if printErr != nil {
 		return printErr
@@ -527,6 +623,10 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		for _, f := range r.Failed {
 			fmt.Fprintf(w, "  failed to delete %s\n", f)
 		}
+		for _, u := range r.UnloadableTables {
+			fmt.Fprintf(w, "  table %s does not load (%s); its metadata %s is outside this table, so it was ruled out\n",
+				u.Table, u.Error, u.MetadataLocation)
+		}
 	}
 	return nil
 }
@@ -543,7 +643,7 @@ func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer e.close()
-			idents, err := e.tables(ctx)
+			idents, err := e.tables(ctx, g.tables)
 			if err != nil {
 				return err
 			}

@@ -246,7 +246,12 @@ func TestTableGlobSelects(t *testing.T) {
 			args = append(args, "--table", g)
 		}
 		r := runMaintainer(t, dir, args...)
-		expectCode(t, r, 0, strings.Join(args, " "))
+		// A --table that matches nothing is bad usage: exit 2.
+		wantCode := 0
+		if len(c.want) == 0 {
+			wantCode = 2
+		}
+		expectCode(t, r, wantCode, strings.Join(args, " "))
 		var got []string
 		for _, o := range jsonLines[outcome](t, r.stdout) {
 			got = append(got, o.Table)
@@ -259,7 +264,7 @@ func TestTableGlobSelects(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("plan --table %v selects %v, want %v", c.globs, got, want)
 		}
-		if len(want) == 0 && !strings.Contains(r.stderr, "no table selected") {
+		if len(want) == 0 && !strings.Contains(r.stderr, "matches none of the") {
 			t.Errorf("plan --table %v selects nothing but does not say so:\n%s", c.globs, r.stderr)
 		}
 	}

@@ -85,6 +85,13 @@ func newGenWarehouse(t *testing.T, tables ...string) *genWarehouse {
 // newGenWarehouseOn is newGenWarehouse with the catalog that setup makes.
 func newGenWarehouseOn(t *testing.T, setup catalogSetup, tables ...string) *genWarehouse {
 	t.Helper()
+	return newGenWarehouseOf(t, setup, gen.Options{Appends: genAppends, RowsPerAppend: genRows, Partitions: genPartitions, Seed: 42}, tables...)
+}
+
+// newGenWarehouseOf is newGenWarehouseOn with tables made by opt (its
+// namespace and table name set here).
+func newGenWarehouseOf(t *testing.T, setup catalogSetup, opt gen.Options, tables ...string) *genWarehouse {
+	t.Helper()
 	dir := t.TempDir()
 	open, cfgText := setup(t, dir)
 	cat, err := open(t.Context())
@@ -93,10 +100,8 @@ func newGenWarehouseOn(t *testing.T, setup catalogSetup, tables ...string) *genW
 	}
 	defer cat.Close()
 	for _, name := range tables {
-		if _, err := gen.Create(t.Context(), cat, gen.Options{
-			Namespace: genNamespace, Table: name, Appends: genAppends, RowsPerAppend: genRows,
-			Partitions: genPartitions, Seed: 42,
-		}); err != nil {
+		opt.Namespace, opt.Table = genNamespace, name
+		if _, err := gen.Create(t.Context(), cat, opt); err != nil {
 			t.Fatalf("generate %s: %v", name, err)
 		}
 	}

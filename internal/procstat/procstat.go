@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Self names the calling process.
@@ -30,4 +31,24 @@ func Bytes(pid int, field string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// WatchPeak polls the peak resident set (VmHWM) of process pid until done
+// is closed and returns the highest value seen. The rusage of a child
+// cannot serve: Go starts children with CLONE_VM, and the kernel counts the
+// parent's resident set as the child's until exec.
+func WatchPeak(pid int, done <-chan struct{}) uint64 {
+	var peak uint64
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if hwm, ok := Bytes(pid, "VmHWM"); ok {
+			peak = max(peak, hwm)
+		}
+		select {
+		case <-done:
+			return peak
+		case <-t.C:
+		}
+	}
 }

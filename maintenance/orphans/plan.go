@@ -247,7 +247,7 @@ func (s scope) relative(l loc) string {
 // candidates. It deletes nothing. now is injected for the age check.
 //
 // otherTableLocations are the locations of the catalog's other tables
-// (CatalogTableLocations collects them); the plan refuses when one lies
+// (Listing.Neighbours collects them); the plan refuses when one lies
 // inside the listed location or contains the table.
 //
 // It refuses (returns an error, no plan) when gc.enabled is false, the

@@ -273,7 +273,7 @@ func measureRun(ctx context.Context, name string, env []string, path string, arg
 	}
 	done := make(chan struct{})
 	peak := make(chan int64, 1)
-	go func() { peak <- watchPeakRSS(cmd.Process.Pid, done) }()
+	go func() { peak <- int64(procstat.WatchPeak(cmd.Process.Pid, done)) }()
 	err := cmd.Wait()
 	wall := time.Since(start)
 	close(done)
@@ -284,25 +284,6 @@ func measureRun(ctx context.Context, name string, env []string, path string, arg
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	return measure{tool: name, wall: wall, cpu: cpu, maxRSS: hwm}, nil
-}
-
-// watchPeakRSS polls the process's peak resident set (VmHWM) until done.
-// The rusage of a child cannot serve: Go starts children with CLONE_VM, and
-// the kernel counts the parent's resident set as the child's until exec.
-func watchPeakRSS(pid int, done <-chan struct{}) int64 {
-	var peak int64
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if hwm, ok := procstat.Bytes(pid, "VmHWM"); ok {
-			peak = max(peak, int64(hwm))
-		}
-		select {
-		case <-done:
-			return peak
-		case <-t.C:
-		}
-	}
 }
 
 func build(ctx context.Context, dir, out, pkg string) error {

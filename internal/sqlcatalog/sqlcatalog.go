@@ -1,0 +1,108 @@
+// Package sqlcatalog reads what an iceberg-go SQL catalog's own rows say
+// without loading any table: a table's metadata location (to name the file
+// of a table that cannot be loaded, and to decide whether it can overlap
+// another table's location) and the catalog names that have tables (to say
+// why a selection matched nothing).
+package sqlcatalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/iceberg-go/table"
+)
+
+// Rows queries the iceberg_tables rows of one catalog name through its own
+// connection to the catalog database.
+type Rows struct {
+	db      *sql.DB
+	catalog string
+	// placeholder renders the n-th (1-based) bind parameter of the
+	// dialect.
+	placeholder func(n int) string
+}
+
+// Open connects to the database of a SQL catalog with the driver and URI
+// iceberg-go is given (the properties sql.driver and uri). Dialects whose
+// bind parameters it does not know (mssql, oracle) return an error: callers
+// then go on without what the rows say.
+func Open(driver, dialect, uri, catalogName string) (*Rows, error) {
+	var ph func(int) string
+	switch strings.ToLower(dialect) {
+	case "sqlite", "mysql":
+		ph = func(int) string { return "?" }
+	case "postgres":
+		ph = func(n int) string { return fmt.Sprintf("$%d", n) }
+	default:
+		return nil, fmt.Errorf("sql dialect %q: catalog rows are not read for it", dialect)
+	}
+	db, err := sql.Open(driver, strings.TrimPrefix(uri, "sql://"))
+	if err != nil {
+		return nil, fmt.Errorf("open the %s catalog database: %w", dialect, err)
+	}
+	// One connection: the queries are rare and small.
+	db.SetMaxOpenConns(1)
+	return &Rows{db: db, catalog: catalogName, placeholder: ph}, nil
+}
+
+// Close closes the connection.
+func (r *Rows) Close() error { return r.db.Close() }
+
+// MetadataLocation is the metadata_location column of ident's row: the
+// catalog's pointer to the table's current metadata file, read without
+// reading that file. It is "" when the row has none or there is no row.
+func (r *Rows) MetadataLocation(ctx context.Context, ident table.Identifier) (string, error) {
+	if len(ident) < 2 {
+		return "", nil
+	}
+	ns := ident[:len(ident)-1]
+	q := fmt.Sprintf("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = %s AND table_name = %s AND table_namespace IN (%s, %s)",
+		r.placeholder(1), r.placeholder(2), r.placeholder(3), r.placeholder(4))
+	var loc sql.NullString
+	err := r.db.QueryRowContext(ctx, q, r.catalog, ident[len(ident)-1], strings.Join(ns, "."), encodedNamespace(ns)).Scan(&loc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the metadata location of %s from iceberg_tables: %w", strings.Join(ident, "."), err)
+	}
+	return loc.String, nil
+}
+
+// CatalogNames are the distinct catalog names that have rows in
+// iceberg_tables, sorted.
+func (r *Rows) CatalogNames(ctx context.Context) ([]string, error) {
+	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT catalog_name FROM iceberg_tables ORDER BY catalog_name")
+	if err != nil {
+		return nil, fmt.Errorf("list the catalog names of iceberg_tables: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("list the catalog names of iceberg_tables: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the catalog names of iceberg_tables: %w", err)
+	}
+	return out, nil
+}
+
+// encodedNamespace is the key iceberg-go's SQL catalog stores for a
+// namespace whose dotted form would be ambiguous (a level holding a dot):
+// its marker and the levels as a JSON array. Simple namespaces are stored
+// dotted, so a row matches one of the two keys.
+func encodedNamespace(ns table.Identifier) string {
+	b, err := json.Marshal([]string(ns))
+	if err != nil {
+		return ""
+	}
+	return "__iceberg_namespace_v1__:" + string(b)
+}

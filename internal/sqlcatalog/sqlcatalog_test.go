@@ -1,0 +1,78 @@
+package sqlcatalog
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/pgtest"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
+)
+
+func TestRowsSQLite(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "catalog.db")
+	cat, err := gen.OpenSQLiteCatalog(t.Context(), "prod", db, filepath.Join(dir, "warehouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	testRows(t, cat, sqliteshim.ShimName, "sqlite", sqliteuri.DSN(db))
+}
+
+func TestRowsPostgres(t *testing.T) {
+	dsn := pgtest.Database(t)
+	cat, err := pgtest.OpenCatalog(t.Context(), "prod", dsn, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	testRows(t, cat, pgtest.Driver, "postgres", dsn)
+}
+
+// testRows: the rows give a table's metadata location (also for a
+// namespace stored in iceberg-go's encoded form) without loading it, "" for
+// a table that does not exist, and the catalog names that have tables.
+func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
+	ctx := t.Context()
+	var want []string
+	for _, ns := range []table.Identifier{{"db"}, {"a.b", "c"}} {
+		if err := cat.CreateNamespace(ctx, ns, nil); err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := cat.CreateTable(ctx, append(slices.Clone(ns), "t"), gen.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, tbl.MetadataLocation())
+	}
+
+	rows, err := Open(driver, dialect, uri, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for i, ident := range []table.Identifier{{"db", "t"}, {"a.b", "c", "t"}} {
+		got, err := rows.MetadataLocation(ctx, ident)
+		if err != nil || got != want[i] {
+			t.Errorf("%v: %q, %v; want %q", ident, got, err, want[i])
+		}
+	}
+	if got, err := rows.MetadataLocation(ctx, table.Identifier{"db", "none"}); err != nil || got != "" {
+		t.Errorf("a table that does not exist: %q, %v; want \"\"", got, err)
+	}
+	names, err := rows.CatalogNames(ctx)
+	if err != nil || !slices.Equal(names, []string{"prod"}) {
+		t.Errorf("catalog names %v, %v; want [prod]", names, err)
+	}
+	if _, err := Open("x", "oracle", "", "prod"); err == nil {
+		t.Error("an unknown dialect opened")
+	}
+}
