@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
@@ -21,8 +22,11 @@ import (
 // keys a block writes is known from the positions the decoder records, so a
 // key is declared once, by the yaml tag of the component's Config field.
 type Block[C any] struct {
-	Config  C               `yaml:",inline"`
-	Trigger *trigger.Config `yaml:"trigger"` // nil when the block has none
+	Config C `yaml:",inline"`
+	// Limits are the keys every task block has beside the task's own
+	// (max_run_time), read by the runner.
+	Limits  maintenance.TaskLimits `yaml:",inline"`
+	Trigger *trigger.Config        `yaml:"trigger"` // nil when the block has none
 }
 
 // TaskSet holds the task blocks of defaults or of one tables[] entry by task
@@ -44,6 +48,8 @@ type Resolved struct {
 	Orphans orphans.Config
 	// Triggers by task name (compact, expire, orphans).
 	Triggers map[string]trigger.Config
+	// Limits by task name: how long a run of the task may take.
+	Limits map[string]maintenance.TaskLimits
 	// Warnings name table properties that were ignored because they do not
 	// parse or are out of range; the caller logs them.
 	Warnings []string
@@ -93,6 +99,7 @@ type task struct {
 	key      string
 	newBlock func() reflect.Value // a pointer to a new, empty Block of the task's Config
 	own      taskSpec             // the task's Config
+	limits   taskSpec             // the runner's limits in its block
 	trigger  taskSpec             // its trigger block's
 }
 
@@ -124,6 +131,31 @@ func newTask[C any](key string, defaults func() C, validate func(C) error, store
 			store:     func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*C)) },
 			fallbacks: fallbacks,
 		},
+		// The limits sit in the task's block itself
+		// (defaults.compact.max_run_time) and resolve the same way.
+		limits: taskSpec{
+			key: key,
+			typ: reflect.TypeFor[maintenance.TaskLimits](),
+			part: func(ts TaskSet) (reflect.Value, bool) {
+				if b := block(ts); b != nil {
+					return reflect.ValueOf(&b.Limits), true
+				}
+				return reflect.Value{}, false
+			},
+			defaults: func() reflect.Value {
+				c := maintenance.DefaultTaskLimits()
+				return reflect.ValueOf(&c)
+			},
+			validate: func(v reflect.Value) []fieldProblem {
+				return asFieldProblems(v.Interface().(*maintenance.TaskLimits).Validate())
+			},
+			store: func(r *Resolved, v reflect.Value) {
+				if r.Limits == nil {
+					r.Limits = map[string]maintenance.TaskLimits{}
+				}
+				r.Limits[key] = *v.Interface().(*maintenance.TaskLimits)
+			},
+		},
 		// The trigger block resolves field by field through the same
 		// layers, with its own defaults, and is reported at paths like
 		// defaults.compact.trigger.commit_count.
@@ -153,12 +185,12 @@ func newTask[C any](key string, defaults func() C, validate func(C) error, store
 	}
 }
 
-// specsOf lists what resolves through the layers: every task's own Config,
-// then every task's trigger.
+// specsOf lists what resolves through the layers: every task's own Config
+// and limits, then every task's trigger.
 func specsOf(ts []task) []taskSpec {
-	out := make([]taskSpec, 0, 2*len(ts))
+	out := make([]taskSpec, 0, 3*len(ts))
 	for _, t := range ts {
-		out = append(out, t.own)
+		out = append(out, t.own, t.limits)
 	}
 	for _, t := range ts {
 		out = append(out, t.trigger)

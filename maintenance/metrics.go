@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,7 @@ type Metrics struct {
 	healthOldest  *prometheus.GaugeVec
 	healthCommits *prometheus.GaugeVec
 	healthTime    *prometheus.GaugeVec
+	taskRunning   *runningCollector
 }
 
 // NewMetrics registers the reconciler's metrics on reg. tables bounds the
@@ -116,6 +118,12 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		healthOldest:  gauge("table_oldest_snapshot_timestamp_seconds", "Timestamp of the table's oldest snapshot, Unix seconds.", tl),
 		healthCommits: gauge("table_commits_since_compaction", "Writers' commits on main since the last compaction.", tl),
 		healthTime:    gauge("table_health_timestamp_seconds", "When the table's health gauges were last measured, Unix seconds.", tl),
+	}
+	m.taskRunning = &runningCollector{tables: tables, desc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_running_seconds"),
+		"How long each task running now has been running, by table and task (the longest when tables share _other); gone when it ends.",
+		[]string{tl, metrics.LabelTask}, nil)}
+	if reg != nil {
+		reg.MustRegister(m.taskRunning)
 	}
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
@@ -264,4 +272,45 @@ func (m *Metrics) queue(queued, running int) {
 	}
 	m.queueLength.Set(float64(queued))
 	m.running.Set(float64(running))
+}
+
+// watchRunning makes the running-task gauge read the tasks running now
+// from list, at scrape time.
+func (m *Metrics) watchRunning(list func() []RunningTask) {
+	if m == nil {
+		return
+	}
+	m.taskRunning.mu.Lock()
+	m.taskRunning.list = list
+	m.taskRunning.mu.Unlock()
+}
+
+// runningCollector computes task_running_seconds when scraped, so a task's
+// series grows while it hangs and disappears as soon as it ends.
+type runningCollector struct {
+	desc   *prometheus.Desc
+	tables *metrics.Tables
+	mu     sync.Mutex
+	list   func() []RunningTask // nil until a runner watches
+}
+
+func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *runningCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	list := c.list
+	c.mu.Unlock()
+	if list == nil {
+		return
+	}
+	type key struct{ table, task string }
+	longest := map[key]float64{}
+	for _, t := range list() {
+		tl, _ := c.tables.Label(t.Table)
+		k := key{tl, t.Task}
+		longest[k] = max(longest[k], time.Duration(t.RunningFor).Seconds())
+	}
+	for k, v := range longest {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.table, k.task)
+	}
 }

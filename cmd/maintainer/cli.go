@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
@@ -257,8 +258,13 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		svc.close()
 		return nil, unavailableError{err}
 	}
+	bounded, err := catalogcall.New(cat, cfg.Catalog.Requests, log)
+	if err != nil {
+		svc.close()
+		return nil, usageError{fmt.Errorf("%s: catalog: %w", cfg.Path, err)}
+	}
 	deps := maintenance.Deps{
-		Catalog:      cat,
+		Catalog:      bounded,
 		WriteAlloc:   g.writeAlloc,
 		CatalogProps: cfg.Catalog.Properties(),
 		Policy:       policyFunc(cfg, log),
@@ -297,7 +303,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers}, nil
+		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
 	}
 }
 

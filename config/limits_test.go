@@ -1,0 +1,95 @@
+package config
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
+)
+
+// The catalog's request limits default when left out and are read when set.
+func TestCatalogRequestLimits(t *testing.T) {
+	if got := mustParse(t, minimal, nil).Catalog.Requests; got != catalogcall.DefaultConfig() {
+		t.Errorf("defaults: %+v; want %+v", got, catalogcall.DefaultConfig())
+	}
+	src := `catalog:
+  type: sql
+  uri: file:/tmp/catalog.db
+  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}
+  request_timeout: 5s
+  max_attempts: 1
+`
+	want := catalogcall.Config{RequestTimeout: 5 * time.Second, MaxAttempts: 1}
+	if got := mustParse(t, src, nil).Catalog.Requests; got != want {
+		t.Errorf("set: %+v; want %+v", got, want)
+	}
+}
+
+func TestCatalogRequestLimitsRefused(t *testing.T) {
+	src := `catalog:
+  type: sql
+  uri: file:/tmp/catalog.db
+  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}
+  request_timeout: 0s
+  max_attempts: 0
+`
+	got := problemsOf(t, src, nil)
+	want := []string{
+		"maintainer.yaml:5:3: catalog.request_timeout: must be > 0 (got 0s)",
+		"maintainer.yaml:6:3: catalog.max_attempts: must be at least 1 (got 0)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// max_run_time sits in every task block, defaults per task, and resolves
+// through defaults and overrides like the task's own keys.
+func TestMaxRunTimeResolves(t *testing.T) {
+	src := minimal + `defaults:
+  expire:
+    max_run_time: 30m
+tables:
+  - match: db.big
+    compact: {max_run_time: 8h}
+`
+	c := mustParse(t, src, nil)
+	r, err := c.ForTable("db.big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := maintenance.DefaultTaskLimits().MaxRunTime
+	want := map[string]time.Duration{"compact": 8 * time.Hour, "expire": 30 * time.Minute, "orphans": def}
+	for task, d := range want {
+		if got := r.Limits[task].MaxRunTime; got != d {
+			t.Errorf("db.big %s max_run_time = %s; want %s", task, got, d)
+		}
+	}
+	other, err := c.ForTable("db.small", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := other.Limits["compact"].MaxRunTime; got != def {
+		t.Errorf("db.small compact max_run_time = %s; want the default %s", got, def)
+	}
+}
+
+func TestMaxRunTimeRefused(t *testing.T) {
+	src := minimal + `defaults:
+  compact:
+    max_run_time: 0s
+tables:
+  - match: db.x
+    orphans: {max_run_time: -1h}
+`
+	got := problemsOf(t, src, nil)
+	want := []string{
+		"maintainer.yaml:7:5: defaults.compact.max_run_time: must be > 0 (got 0s)",
+		"maintainer.yaml:10:15: tables[0].orphans.max_run_time: must be > 0 (got -1h0m0s)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n%q\nwant\n%q", got, want)
+	}
+}
