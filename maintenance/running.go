@@ -59,7 +59,9 @@ type RunningTask struct {
 	Task       string         `json:"task"`
 	Started    time.Time      `json:"started_at"`
 	RunningFor units.Duration `json:"running_for"`
-	MaxRunTime units.Duration `json:"max_run_time"`
+	// MaxRunTime is the task's max_run_time (a key ending in _time would
+	// read as a timestamp in the output conventions).
+	MaxRunTime units.Duration `json:"max_run_duration"`
 	// Stuck: the task has run past its max_run_time. It was cancelled then;
 	// still running means it did not stop (a call that ignores its
 	// context), and only a restart frees its table.
