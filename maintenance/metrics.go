@@ -119,9 +119,13 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		healthCommits: gauge("table_commits_since_compaction", "Writers' commits on main since the last compaction.", tl),
 		healthTime:    gauge("table_health_timestamp_seconds", "When the table's health gauges were last measured, Unix seconds.", tl),
 	}
-	m.taskRunning = &runningCollector{tables: tables, desc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_running_seconds"),
-		"How long each task running now has been running, by table and task (the longest when tables share _other); gone when it ends.",
-		[]string{tl, metrics.LabelTask}, nil)}
+	m.taskRunning = &runningCollector{tables: tables,
+		running: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_running_seconds"),
+			"How long each task running now has been running, by table and task; gone when it ends.",
+			[]string{tl, metrics.LabelTask}, nil),
+		limit: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_max_run_time_seconds"),
+			"The max_run_time of each task running now, by table and task; a task running longer is stuck.",
+			[]string{tl, metrics.LabelTask}, nil)}
 	if reg != nil {
 		reg.MustRegister(m.taskRunning)
 	}
@@ -274,9 +278,9 @@ func (m *Metrics) queue(queued, running int) {
 	m.running.Set(float64(running))
 }
 
-// watchRunning makes the running-task gauge read the tasks running now
+// WatchRunning makes the running-task gauges read the tasks running now
 // from list, at scrape time.
-func (m *Metrics) watchRunning(list func() []RunningTask) {
+func (m *Metrics) WatchRunning(list func() []RunningTask) {
 	if m == nil {
 		return
 	}
@@ -285,16 +289,22 @@ func (m *Metrics) watchRunning(list func() []RunningTask) {
 	m.taskRunning.mu.Unlock()
 }
 
-// runningCollector computes task_running_seconds when scraped, so a task's
-// series grows while it hangs and disappears as soon as it ends.
+// runningCollector computes task_running_seconds and
+// task_max_run_time_seconds when scraped, so a task's series grows while it
+// hangs and disappears as soon as it ends. Tables sharing _other show the
+// task that is furthest past (or least short of) its limit, so a stuck task
+// shows there too.
 type runningCollector struct {
-	desc   *prometheus.Desc
-	tables *metrics.Tables
-	mu     sync.Mutex
-	list   func() []RunningTask // nil until a runner watches
+	running, limit *prometheus.Desc
+	tables         *metrics.Tables
+	mu             sync.Mutex
+	list           func() []RunningTask // nil until a runner watches
 }
 
-func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.running
+	ch <- c.limit
+}
 
 func (c *runningCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -304,13 +314,16 @@ func (c *runningCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	type key struct{ table, task string }
-	longest := map[key]float64{}
+	shown := map[key]RunningTask{}
 	for _, t := range list() {
 		tl, _ := c.tables.Label(t.Table)
 		k := key{tl, t.Task}
-		longest[k] = max(longest[k], time.Duration(t.RunningFor).Seconds())
+		if prev, ok := shown[k]; !ok || t.RunningFor-t.MaxRunTime > prev.RunningFor-prev.MaxRunTime {
+			shown[k] = t
+		}
 	}
-	for k, v := range longest {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.table, k.task)
+	for k, t := range shown {
+		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, time.Duration(t.RunningFor).Seconds(), k.table, k.task)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, time.Duration(t.MaxRunTime).Seconds(), k.table, k.task)
 	}
 }

@@ -129,7 +129,7 @@ func NewRunner(d Deps) *Runner {
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
 		running: newRunningTasks(), progressEvery: d.ProgressInterval}
-	d.Metrics.watchRunning(r.Running)
+	d.Metrics.WatchRunning(r.Running)
 	return r
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/metrics"
@@ -316,8 +317,15 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 			}
 		}
 	}
-	cat, err := catalog.Load(ctx, c.Name, props)
+	// Opening may already ask the catalog (a REST catalog's config), so it
+	// is bounded like any request.
+	lctx, cancel := context.WithTimeout(ctx, c.Requests.RequestTimeout)
+	defer cancel()
+	cat, err := catalog.Load(lctx, c.Name, props)
 	if err != nil {
+		if ctx.Err() == nil && lctx.Err() != nil {
+			err = fmt.Errorf("no answer within %s (catalog.request_timeout): %w", units.FormatDuration(c.Requests.RequestTimeout), err)
+		}
 		// iceberg-go's REST errors for an HTTP status (401, 403, 503) do not
 		// say which server answered; name it (without any userinfo).
 		where := ""
