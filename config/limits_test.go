@@ -14,33 +14,16 @@ func TestCatalogRequestLimits(t *testing.T) {
 	if got := mustParse(t, minimal, nil).Catalog.Requests; got != catalogcall.DefaultConfig() {
 		t.Errorf("defaults: %+v; want %+v", got, catalogcall.DefaultConfig())
 	}
-	src := `catalog:
-  type: sql
-  uri: file:/tmp/catalog.db
-  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}
-  request_timeout: 5s
-  max_attempts: 1
-`
+	src := minimal + "  request_timeout: 5s\n  max_attempts: 1\n"
 	want := catalogcall.Config{RequestTimeout: 5 * time.Second, MaxAttempts: 1}
 	if got := mustParse(t, src, nil).Catalog.Requests; got != want {
 		t.Errorf("set: %+v; want %+v", got, want)
 	}
 }
 
-func TestCatalogRequestLimitsRefused(t *testing.T) {
-	src := `catalog:
-  type: sql
-  uri: file:/tmp/catalog.db
-  properties: {sql.driver: sqliteshim, sql.dialect: sqlite}
-  request_timeout: 0s
-  max_attempts: 0
-`
-	got := problemsOf(t, src, nil)
-	want := []string{
-		"maintainer.yaml:5:3: catalog.request_timeout: must be > 0 (got 0s)",
-		"maintainer.yaml:6:3: catalog.max_attempts: must be at least 1 (got 0)",
-	}
-	if !slices.Equal(got, want) {
+func expectProblems(t *testing.T, src string, want ...string) {
+	t.Helper()
+	if got := problemsOf(t, src, nil); !slices.Equal(got, want) {
 		t.Errorf("problems:\n%q\nwant\n%q", got, want)
 	}
 }
@@ -76,20 +59,12 @@ tables:
 	}
 }
 
-func TestMaxRunTimeRefused(t *testing.T) {
-	src := minimal + `defaults:
-  compact:
-    max_run_time: 0s
-tables:
-  - match: db.x
-    orphans: {max_run_time: -1h}
-`
-	got := problemsOf(t, src, nil)
-	want := []string{
-		"maintainer.yaml:7:5: defaults.compact.max_run_time: must be > 0 (got 0s)",
-		"maintainer.yaml:10:15: tables[0].orphans.max_run_time: must be > 0 (got -1h0m0s)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("problems:\n%q\nwant\n%q", got, want)
-	}
+// Limits that could never let anything run are refused at their keys.
+func TestLimitsRefused(t *testing.T) {
+	expectProblems(t, minimal+"  request_timeout: 0s\n  max_attempts: 0\n",
+		"maintainer.yaml:5:3: catalog.request_timeout: must be > 0 (got 0s)",
+		"maintainer.yaml:6:3: catalog.max_attempts: must be at least 1 (got 0)")
+	expectProblems(t, minimal+"defaults: {compact: {max_run_time: 0s}}\ntables: [{match: db.x, orphans: {max_run_time: -1h}}]\n",
+		"maintainer.yaml:5:22: defaults.compact.max_run_time: must be > 0 (got 0s)",
+		"maintainer.yaml:6:34: tables[0].orphans.max_run_time: must be > 0 (got -1h0m0s)")
 }

@@ -111,78 +111,56 @@ func newTask[C any](key string, defaults func() C, validate func(C) error, store
 		b, _ := ts[key].(*Block[C])
 		return b
 	}
+	own := newSpec(key, func(b *Block[C]) *C { return &b.Config }, block, defaults, validate, store)
+	own.fallbacks = fallbacks
 	return task{
 		key:      key,
 		newBlock: func() reflect.Value { return reflect.ValueOf(new(Block[C])) },
-		own: taskSpec{
-			key: key,
-			typ: reflect.TypeFor[C](),
-			part: func(ts TaskSet) (reflect.Value, bool) {
-				if b := block(ts); b != nil {
-					return reflect.ValueOf(&b.Config), true
-				}
-				return reflect.Value{}, false
-			},
-			defaults: func() reflect.Value {
-				c := defaults()
-				return reflect.ValueOf(&c)
-			},
-			validate:  func(v reflect.Value) []fieldProblem { return asFieldProblems(validate(*v.Interface().(*C))) },
-			store:     func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*C)) },
-			fallbacks: fallbacks,
-		},
+		own:      own,
 		// The limits sit in the task's block itself
 		// (defaults.compact.max_run_time) and resolve the same way.
-		limits: taskSpec{
-			key: key,
-			typ: reflect.TypeFor[maintenance.TaskLimits](),
-			part: func(ts TaskSet) (reflect.Value, bool) {
-				if b := block(ts); b != nil {
-					return reflect.ValueOf(&b.Limits), true
-				}
-				return reflect.Value{}, false
-			},
-			defaults: func() reflect.Value {
-				c := maintenance.DefaultTaskLimits()
-				return reflect.ValueOf(&c)
-			},
-			validate: func(v reflect.Value) []fieldProblem {
-				return asFieldProblems(v.Interface().(*maintenance.TaskLimits).Validate())
-			},
-			store: func(r *Resolved, v reflect.Value) {
-				if r.Limits == nil {
-					r.Limits = map[string]maintenance.TaskLimits{}
-				}
-				r.Limits[key] = *v.Interface().(*maintenance.TaskLimits)
-			},
-		},
+		limits: newSpec(key, func(b *Block[C]) *maintenance.TaskLimits { return &b.Limits }, block,
+			maintenance.DefaultTaskLimits, maintenance.TaskLimits.Validate,
+			func(r *Resolved, l maintenance.TaskLimits) { setIn(&r.Limits, key, l) }),
 		// The trigger block resolves field by field through the same
 		// layers, with its own defaults, and is reported at paths like
 		// defaults.compact.trigger.commit_count.
-		trigger: taskSpec{
-			key: key + ".trigger",
-			typ: reflect.TypeFor[trigger.Config](),
-			part: func(ts TaskSet) (reflect.Value, bool) {
-				if b := block(ts); b != nil && b.Trigger != nil {
-					return reflect.ValueOf(b.Trigger), true
-				}
-				return reflect.Value{}, false
-			},
-			defaults: func() reflect.Value {
-				c := trig
-				return reflect.ValueOf(&c)
-			},
-			validate: func(v reflect.Value) []fieldProblem {
-				return asFieldProblems(v.Interface().(*trigger.Config).Validate())
-			},
-			store: func(r *Resolved, v reflect.Value) {
-				if r.Triggers == nil {
-					r.Triggers = map[string]trigger.Config{}
-				}
-				r.Triggers[key] = *v.Interface().(*trigger.Config)
-			},
-		},
+		trigger: newSpec(key+".trigger", func(b *Block[C]) *trigger.Config { return b.Trigger }, block,
+			func() trigger.Config { return trig }, trigger.Config.Validate,
+			func(r *Resolved, c trigger.Config) { setIn(&r.Triggers, key, c) }),
 	}
+}
+
+// newSpec builds the spec of one part T of a task's Block[C]: get returns
+// the part a block holds (nil when absent), block the task's block of a
+// layer (nil when absent).
+func newSpec[C, T any](key string, get func(*Block[C]) *T, block func(TaskSet) *Block[C], defaults func() T, validate func(T) error, store func(*Resolved, T)) taskSpec {
+	return taskSpec{
+		key: key,
+		typ: reflect.TypeFor[T](),
+		part: func(ts TaskSet) (reflect.Value, bool) {
+			if b := block(ts); b != nil {
+				if p := get(b); p != nil {
+					return reflect.ValueOf(p), true
+				}
+			}
+			return reflect.Value{}, false
+		},
+		defaults: func() reflect.Value {
+			c := defaults()
+			return reflect.ValueOf(&c)
+		},
+		validate: func(v reflect.Value) []fieldProblem { return asFieldProblems(validate(*v.Interface().(*T))) },
+		store:    func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*T)) },
+	}
+}
+
+// setIn sets (*m)[key] to v, making the map if needed.
+func setIn[T any](m *map[string]T, key string, v T) {
+	if *m == nil {
+		*m = map[string]T{}
+	}
+	(*m)[key] = v
 }
 
 // specsOf lists what resolves through the layers: every task's own Config

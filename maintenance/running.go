@@ -12,6 +12,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
 )
 
 // ErrMaxRunTime is the cause a task is cancelled with when it runs past its
@@ -66,6 +67,9 @@ type RunningTask struct {
 	// still running means it did not stop (a call that ignores its
 	// context), and only a restart frees its table.
 	Stuck bool `json:"stuck"`
+	// WaitingOn is the oldest remote call the task is waiting on now, with
+	// how long ("catalog: commit table for 25s"); empty when none.
+	WaitingOn string `json:"waiting_on,omitempty"`
 }
 
 // runningTasks is the set of tasks running now, read at scrape time by the
@@ -79,6 +83,48 @@ type runningTask struct {
 	table, task string
 	started     time.Time
 	limit       time.Duration
+
+	mu    sync.Mutex
+	next  int
+	waits map[int]wait // remote calls in flight (groups run in parallel)
+}
+
+type wait struct {
+	what  string
+	since time.Time
+}
+
+// Begin implements waiting.Recorder.
+func (t *runningTask) Begin(what string) func() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.waits == nil {
+		t.waits = map[int]wait{}
+	}
+	id := t.next
+	t.next++
+	t.waits[id] = wait{what: what, since: time.Now()}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.waits, id)
+	}
+}
+
+// waitingOn describes the oldest call in flight, "" when none.
+func (t *runningTask) waitingOn() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var oldest wait
+	for _, w := range t.waits {
+		if oldest.what == "" || w.since.Before(oldest.since) {
+			oldest = w
+		}
+	}
+	if oldest.what == "" {
+		return ""
+	}
+	return oldest.what + " for " + units.FormatDuration(time.Since(oldest.since).Round(time.Second))
 }
 
 func newRunningTasks() *runningTasks { return &runningTasks{tasks: map[*runningTask]struct{}{}} }
@@ -102,7 +148,7 @@ func (s *runningTasks) list(now time.Time) []RunningTask {
 	for t := range s.tasks {
 		d := now.Sub(t.started)
 		out = append(out, RunningTask{Table: t.table, Task: t.task, Started: t.started, RunningFor: units.Duration(d),
-			MaxRunTime: units.Duration(t.limit), Stuck: d > t.limit})
+			MaxRunTime: units.Duration(t.limit), Stuck: d > t.limit, WaitingOn: t.waitingOn()})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b RunningTask) int {
@@ -124,6 +170,7 @@ func (r *Runner) bound(ctx context.Context, table, task string, lim TaskLimits, 
 		ErrMaxRunTime, task, table, units.FormatDuration(limit), task)
 	tctx, cancel := context.WithTimeoutCause(ctx, limit, cause)
 	rt := &runningTask{table: table, task: task, started: start, limit: limit}
+	tctx = waiting.With(tctx, rt)
 	r.running.add(rt)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -139,6 +186,9 @@ func (r *Runner) bound(ctx context.Context, table, task string, lim TaskLimits, 
 				elapsed := r.now().Sub(start)
 				attrs := []any{"table", table, "task", task, "elapsed", units.FormatDuration(elapsed.Round(time.Second)),
 					"max_run_time", units.FormatDuration(limit)}
+				if w := rt.waitingOn(); w != "" {
+					attrs = append(attrs, "waiting_on", w)
+				}
 				if errors.Is(context.Cause(tctx), ErrMaxRunTime) {
 					r.log.Warn("still running past max_run_time: cancelled, waiting for the task to stop", attrs...)
 				} else {

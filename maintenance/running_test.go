@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -57,23 +55,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// filesUnder lists the files below dir.
-func filesUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			out = append(out, p)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func (e *env) loggingRunner(t *testing.T, logs *syncBuffer) *Runner {
 	t.Helper()
 	return NewRunner(Deps{
@@ -113,7 +94,7 @@ func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 		return memory.DefaultAllocator, func() {}
 	}
 	loc := strings.TrimPrefix(e.tbl.Location(), "file://")
-	filesBefore := filesUnder(t, loc)
+	filesBefore := testenv.Files(t, loc)
 	rowsBefore := testenv.Verify(t, strings.TrimPrefix(e.tbl.MetadataLocation(), "file://"))
 	snapBefore := e.current(t).SnapshotID
 
@@ -147,7 +128,7 @@ func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 	if got := e.current(t).SnapshotID; got != snapBefore {
 		t.Errorf("current snapshot %d; want %d (nothing committed)", got, snapBefore)
 	}
-	if got := filesUnder(t, loc); !slices.Equal(got, filesBefore) {
+	if got := testenv.Files(t, loc); !slices.Equal(got, filesBefore) {
 		t.Errorf("files after the cancelled run:\n%q\nwant those before:\n%q", got, filesBefore)
 	}
 	tbl, err := e.cat.LoadTable(t.Context(), e.opt.Identifier())
@@ -245,7 +226,8 @@ func (c *commitAnswerLost) CommitTable(ctx context.Context, ident table.Identifi
 
 // A compaction commit whose answer times out (catalog.request_timeout) is
 // not taken for a failure: the compaction re-loads, finds the snapshot it
-// committed, and keeps the files it references.
+// committed, and keeps the files it references. Meanwhile the progress log
+// names the commit as what the task waits on.
 func TestCompactionCommitTimeoutThatLanded(t *testing.T) {
 	e := newEnv(t, 6)
 	stall := &commitAnswerLost{Catalog: e.cat, stop: make(chan struct{})}
@@ -256,8 +238,13 @@ func TestCompactionCommitTimeoutThatLanded(t *testing.T) {
 	}
 	e.cat = bounded
 	rowsBefore := testenv.Verify(t, strings.TrimPrefix(e.tbl.MetadataLocation(), "file://"))
-	r := e.loggingRunner(t, &syncBuffer{})
+	logs := &syncBuffer{}
+	r := e.loggingRunner(t, logs)
 	o := one(t, r.RunTable(t.Context(), e.opt.Identifier(), Request{Tasks: []string{TaskCompact}, Force: true}), TaskCompact)
+	// While the answer is awaited, the progress lines say so.
+	if !strings.Contains(logs.String(), `waiting_on="catalog: commit table for`) {
+		t.Errorf("no progress line names the commit being waited on:\n%s", logs)
+	}
 	if o.Status != StatusSucceeded || len(o.Compact.Commits) != 1 {
 		t.Fatalf("outcome: %+v (err %v); want succeeded with its one commit found", o, o.Err())
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
 )
 
 // Config bounds the requests; its keys sit in the config's catalog block.
@@ -107,7 +108,7 @@ type committed struct {
 // CommitTable sends a commit once. One that got no answer in time wraps
 // ErrTimeout and not table.ErrCommitFailed: it may have landed.
 func (c *Catalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	res, err := attempt(ctx, c, func(ctx context.Context) (committed, error) {
+	res, err := attempt(ctx, c, "commit table", func(ctx context.Context) (committed, error) {
 		meta, loc, err := c.inner.CommitTable(ctx, ident, reqs, updates)
 		return committed{meta, loc}, err
 	})
@@ -155,7 +156,7 @@ func (c *Catalog) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2
 func retry[T any](ctx context.Context, c *Catalog, what string, call func(context.Context) (T, error)) (T, error) {
 	delay := c.delay
 	for n := 1; ; n++ {
-		v, err := attempt(ctx, c, call)
+		v, err := attempt(ctx, c, what, call)
 		if err == nil || ctx.Err() != nil || !Transient(err) {
 			return v, err
 		}
@@ -178,12 +179,14 @@ func retry[T any](ctx context.Context, c *Catalog, what string, call func(contex
 	}
 }
 
-// attempt makes one call under RequestTimeout. The call runs on its own
+// attempt makes one call under RequestTimeout, recorded as what the caller
+// waits on (package waiting). The call runs on its own
 // goroutine so that one that ignores its context cannot hold the caller past
 // the timeout; its late answer is dropped.
-func attempt[T any](ctx context.Context, c *Catalog, call func(context.Context) (T, error)) (T, error) {
+func attempt[T any](ctx context.Context, c *Catalog, what string, call func(context.Context) (T, error)) (T, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
+	defer waiting.Begin(ctx, "catalog: "+what)()
 	type answer struct {
 		v   T
 		err error

@@ -175,6 +175,22 @@ func TestRetrySucceeds(t *testing.T) {
 	}
 }
 
+// setProperty loads the table through c and commits one property change
+// through the table, as the tasks commit; it returns the commit's error.
+func setProperty(t *testing.T, c *Catalog, ident table.Identifier, k, v string) error {
+	t.Helper()
+	tbl, err := c.LoadTable(t.Context(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.SetProperties(iceberg.Properties{k: v}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = txn.Commit(t.Context())
+	return err
+}
+
 // A commit is sent once. One that gets no answer is unknown, not failed: a
 // caller that took it for a conflict would delete files it may reference.
 // Tables loaded through the wrapper commit through it.
@@ -182,15 +198,7 @@ func TestCommitSentOnceAndUnknownOnTimeout(t *testing.T) {
 	f, ident := newFaulty(t)
 	f.hangCommit = true
 	c := wrap(t, f, Config{RequestTimeout: 50 * time.Millisecond, MaxAttempts: 3})
-	tbl, err := c.LoadTable(t.Context(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.SetProperties(iceberg.Properties{"test": "1"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = txn.Commit(t.Context())
+	err := setProperty(t, c, ident, "test", "1")
 	if !errors.Is(err, ErrTimeout) || errors.Is(err, table.ErrCommitFailed) || !strings.Contains(err.Error(), "outcome unknown") {
 		t.Fatalf("err = %v; want ErrTimeout, outcome unknown, not ErrCommitFailed", err)
 	}
@@ -204,15 +212,7 @@ func TestCommitThatLandedIsVisibleAfterTimeout(t *testing.T) {
 	f, ident := newFaulty(t)
 	f.landThenHang = true
 	c := wrap(t, f, Config{RequestTimeout: 200 * time.Millisecond, MaxAttempts: 1})
-	tbl, err := c.LoadTable(t.Context(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txn := tbl.NewTransaction()
-	if err := txn.SetProperties(iceberg.Properties{"landed": "yes"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := txn.Commit(t.Context()); !errors.Is(err, ErrTimeout) {
+	if err := setProperty(t, c, ident, "landed", "yes"); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v; want ErrTimeout", err)
 	}
 	fresh, err := c.LoadTable(t.Context(), ident)
