@@ -2,62 +2,151 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
+	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
 // ExpireReport carries the figures of an expiration plan and run. Its lists
 // are [] when empty, never null: consumers iterate them.
 type ExpireReport struct {
-	Policy           expire.Policy            `json:"policy"`
-	SnapshotsBefore  int                      `json:"snapshots_before"`
-	Expired          []expire.ExpiredSnapshot `json:"expired"`
-	RemovedRefs      []expire.RemovedRef      `json:"removed_refs"`
-	FilesPlanned     int                      `json:"files_planned"`
-	BytesPlanned     int64                    `json:"bytes_planned"`
-	FilesBlocked     string                   `json:"files_blocked,omitempty"`
-	SnapshotsExpired int                      `json:"snapshots_expired"`
-	FilesDeleted     int                      `json:"files_deleted"`
-	BytesDeleted     int64                    `json:"bytes_deleted"`
-	Result           *expire.Result           `json:"result,omitempty"`
+	Policy          expire.Policy            `json:"policy"`
+	SnapshotsBefore int                      `json:"snapshots_before"`
+	Expired         []expire.ExpiredSnapshot `json:"expired"`
+	RemovedRefs     []expire.RemovedRef      `json:"removed_refs"`
+	FilesPlanned    int                      `json:"files_planned"`
+	BytesPlanned    int64                    `json:"bytes_planned"`
+	FilesBlocked    string                   `json:"files_blocked,omitempty"`
+	// FilesToRetry counts the files earlier runs failed to delete, which
+	// this run retries before planning.
+	FilesToRetry     int                 `json:"files_to_retry"`
+	Retry            *expire.RetryResult `json:"retry,omitempty"`
+	SnapshotsExpired int                 `json:"snapshots_expired"`
+	// FilesDeleted counts the retried files deleted too; BytesDeleted only
+	// the planned ones (a retried file's size is not kept).
+	FilesDeleted int            `json:"files_deleted"`
+	BytesDeleted int64          `json:"bytes_deleted"`
+	Result       *expire.Result `json:"result,omitempty"`
 }
 
 func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config, req Request) Outcome {
+	uuid := tbl.Metadata().TableUUID().String()
+	toRetry := req.state.RetryPaths(uuid)
+	rep := &ExpireReport{FilesToRetry: len(toRetry), Expired: []expire.ExpiredSnapshot{}, RemovedRefs: []expire.RemovedRef{}}
+	var store orphans.Store
+	deleter := func() (orphans.Store, error) {
+		if store != nil {
+			return store, nil
+		}
+		s, err := orphans.NewStore(ctx, tbl, r.props)
+		if err != nil {
+			return nil, fmt.Errorf("open the store that deletes expired files: %w", err)
+		}
+		store = s
+		return s, nil
+	}
+
+	// Files an earlier run failed to delete go first, whatever is planned
+	// now: they are proven unreferenced (again, against this metadata) and
+	// wait for nothing else. They stay in the state until deleted or found
+	// referenced, even when this run fails.
+	var stillFailed []string
+	keep := func(o Outcome, failed ...[]string) Outcome {
+		// A list of another table of the same name (dropped and re-created)
+		// is cleared too: its paths are not this table's to delete.
+		if req.state.Retry != nil || len(slices.Concat(failed...)) > 0 {
+			next := trigger.NewRetry(uuid, append([][]string{stillFailed}, failed...)...)
+			o.keep = func(st trigger.State) trigger.State { st.Retry = next; return st }
+		}
+		return o
+	}
+	if len(toRetry) > 0 && !req.DryRun {
+		stillFailed = toRetry
+		d, err := deleter()
+		if err != nil {
+			return keep(Outcome{Status: StatusFailed, failure: err, Expire: rep})
+		}
+		retry, err := expire.RetryDeletes(ctx, tbl, toRetry, cfg, d, r.log)
+		rep.Retry, stillFailed = retry, retry.FailedPaths()
+		rep.FilesDeleted = retry.Deleted
+		if err != nil {
+			// The store or the metadata is failing: expiring more now would
+			// only leave more files behind.
+			return keep(Outcome{Status: StatusFailed, failure: fmt.Errorf("retry failed deletes: %w", err),
+				Reason: "no snapshot expired: " + retryReason(retry), Expire: rep})
+		}
+	}
+
 	plan, err := expire.PlanTable(ctx, tbl, cfg, r.now())
 	if err != nil {
-		return Outcome{Status: StatusFailed, failure: fmt.Errorf("plan expiration: %w", err)}
+		o := Outcome{Status: StatusFailed, failure: fmt.Errorf("plan expiration: %w", err)}
+		if rep.Retry != nil {
+			o.Expire = rep // what the retry did; there is no plan to report
+		}
+		return keep(o)
 	}
-	rep := &ExpireReport{Policy: plan.Policy, SnapshotsBefore: plan.SnapshotsBefore, Expired: nonNil(plan.Expired),
-		RemovedRefs: nonNil(plan.RemovedRefs), FilesPlanned: len(plan.Files), BytesPlanned: plan.FileBytes(), FilesBlocked: plan.FilesBlocked}
+	rep.Policy, rep.SnapshotsBefore, rep.Expired, rep.RemovedRefs = plan.Policy, plan.SnapshotsBefore, nonNil(plan.Expired), nonNil(plan.RemovedRefs)
+	rep.FilesPlanned, rep.BytesPlanned, rep.FilesBlocked = len(plan.Files), plan.FileBytes(), plan.FilesBlocked
 	summary := fmt.Sprintf("%d of %d snapshots (retain last %d, max age %s), %d refs, %d files (%s)",
 		len(plan.Expired), plan.SnapshotsBefore, plan.Policy.RetainLast, plan.Policy.MaxSnapshotAge,
 		len(plan.RemovedRefs), len(plan.Files), HumanBytes(plan.FileBytes()))
 	if req.DryRun {
-		if plan.Empty() {
-			return Outcome{Status: StatusPlanned, Reason: expire.ReasonNothingToExpire, Expire: rep}
+		reason := expire.ReasonNothingToExpire
+		if !plan.Empty() {
+			reason = "would expire " + summary
 		}
-		return Outcome{Status: StatusPlanned, Reason: "would expire " + summary, Expire: rep}
+		if len(toRetry) > 0 {
+			reason += fmt.Sprintf("; would first retry %d failed deletes", len(toRetry))
+		}
+		return Outcome{Status: StatusPlanned, Reason: reason, Expire: rep}
+	}
+	retried := ""
+	if rep.Retry != nil {
+		retried = "; " + retryReason(rep.Retry)
 	}
 	if plan.Empty() {
-		return Outcome{Status: StatusNotDue, Reason: expire.ReasonNothingToExpire, Expire: rep}
+		if rep.Retry != nil { // the retry was this run's work
+			return keep(Outcome{Status: StatusSucceeded, Reason: expire.ReasonNothingToExpire + retried, Expire: rep})
+		}
+		return keep(Outcome{Status: StatusNotDue, Reason: expire.ReasonNothingToExpire, Expire: rep})
 	}
-	res, err := expire.Execute(ctx, r.cat, tbl, plan, cfg, expire.Options{Logger: r.log})
-	if res != nil {
-		rep.Result = res
-		rep.SnapshotsExpired, rep.FilesDeleted, rep.BytesDeleted = res.SnapshotsExpired(), res.FilesDeleted(), res.BytesDeleted()
+	opts := expire.Options{Logger: r.log}
+	if len(plan.Files) > 0 {
+		if opts.Deleter, err = deleter(); err != nil {
+			return keep(Outcome{Status: StatusFailed, failure: err, Expire: rep})
+		}
 	}
-	if err != nil {
-		return Outcome{Status: StatusFailed, failure: fmt.Errorf("expire snapshots: %w", err), Expire: rep}
-	}
-	reason := fmt.Sprintf("expired %d snapshots, deleted %d files (%s)", rep.SnapshotsExpired, rep.FilesDeleted, HumanBytes(rep.BytesDeleted))
-	if res.FilesFailed > 0 {
-		reason += fmt.Sprintf("; %d deletes failed (left for the orphan pass)", res.FilesFailed)
+	res, err := expire.Execute(ctx, r.cat, tbl, plan, cfg, opts) // res is never nil
+	rep.Result = res
+	rep.SnapshotsExpired, rep.BytesDeleted = res.SnapshotsExpired(), res.BytesDeleted()
+	rep.FilesDeleted += res.FilesDeleted()
+	failed := res.FailedPaths()
+	reason := fmt.Sprintf("expired %d snapshots, deleted %d files (%s)", rep.SnapshotsExpired, res.FilesDeleted(), HumanBytes(rep.BytesDeleted))
+	if len(failed) > 0 {
+		reason += fmt.Sprintf("; %d deletes failed (first: %s), kept to retry", len(failed), strings.Join(failed[:min(3, len(failed))], ", "))
 	}
 	if res.FilesBlocked != "" {
 		reason += "; no file deleted: " + res.FilesBlocked
 	}
-	return Outcome{Status: StatusSucceeded, Reason: reason, Expire: rep}
+	reason += retried
+	if err != nil {
+		if !errors.Is(err, expire.ErrDeleteFailed) {
+			reason = ""
+		}
+		return keep(Outcome{Status: StatusFailed, Reason: reason, failure: fmt.Errorf("expire snapshots: %w", err), Expire: rep}, failed)
+	}
+	return keep(Outcome{Status: StatusSucceeded, Reason: reason, Expire: rep}, failed)
+}
+
+// retryReason says what a retry of failed deletes did.
+func retryReason(r *expire.RetryResult) string {
+	return fmt.Sprintf("retried %d failed deletes: %d deleted, %d referenced again (kept), %d failed again",
+		r.Files, r.Deleted, r.Referenced, r.Failed)
 }

@@ -144,6 +144,9 @@ type Request struct {
 	Manual bool
 	DryRun bool   // plan only
 	Why    string // why the pass was requested, for logs and outcomes
+	// state is the running task's trigger state as loaded before it ran
+	// (set by runTask): what an earlier run left it to do.
+	state trigger.State
 }
 
 // Outcome is the result of one task on one table: one JSON object of
@@ -168,6 +171,10 @@ type Outcome struct {
 	// canceled: the run stopped because its context ended (shutdown, lost
 	// lease), which is not a failure of the task.
 	canceled bool
+	// keep, if set, records in the task's trigger state what its next run
+	// must do (expiry's failed deletes); it applies even to a failed or
+	// cancelled run.
+	keep func(trigger.State) trigger.State
 }
 
 // Err is the task's failure, if any.
@@ -354,13 +361,21 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 		}
 	}
 	mark := trigger.MarkOf(tbl.Metadata()) // writers' commits after this count next time
+	req.state = st
 	o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 	o.Trigger = why
 	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
-	if req.DryRun || o.Status == StatusSkipped || (o.failure != nil && ctx.Err() != nil) {
+	cancelled := o.failure != nil && ctx.Err() != nil
+	if req.DryRun || o.Status == StatusSkipped || (cancelled && o.keep == nil) {
 		return o
 	}
-	next := trigger.Record(st, mark, start, result(o), o.failure, o.ran)
+	next := st
+	if !cancelled {
+		next = trigger.Record(st, mark, start, result(o), o.failure, o.ran)
+	}
+	if o.keep != nil {
+		next = o.keep(next)
+	}
 	if err := r.state.Save(context.WithoutCancel(ctx), name, task.Name, next); err != nil {
 		// The work is done; the next pass may run the task again early.
 		r.log.Warn("save trigger state", "table", name, "task", task.Name, "err", err)

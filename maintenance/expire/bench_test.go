@@ -85,7 +85,7 @@ func BenchmarkExpire(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{})
+			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}})
 			if err != nil || res.SnapshotsExpired() != appends-retain || len(res.DeleteFailures) > 0 {
 				b.Fatalf("%v: expired %d, %d failures", err, res.SnapshotsExpired(), len(res.DeleteFailures))
 			}

@@ -3,122 +3,116 @@ package expire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
-
-	iceio "github.com/apache/iceberg-go/io"
 )
 
-// Batch sizes: S3 DeleteObjects takes up to 1,000 keys a call; single-file
-// removes are grouped only so that workers pick up work in useful chunks.
+// Deleter removes files; the orphan pass's store (batched DeleteObjects on
+// S3, the table's IO elsewhere) satisfies it. Every path comes back either
+// deleted (a file already gone counts as deleted) or failed.
+type Deleter interface {
+	Delete(ctx context.Context, paths []string) (deleted []string, failed map[string]error)
+}
+
+// ErrDeleteFailed: files the plan proved unreferenced could not be deleted.
+// The commit stands; Result lists the files, and the caller keeps them to
+// retry (RetryDeletes).
+var ErrDeleteFailed = errors.New("files could not be deleted")
+
 const (
-	bulkBatch   = 1000
-	singleBatch = 64
+	// deleteBatch is how many paths one Delete call gets: the most keys
+	// one S3 DeleteObjects request takes.
+	deleteBatch = 1000
 	// maxListedFailures bounds Result.DeleteFailures; FilesFailed counts all.
 	maxListedFailures = 1000
 )
 
-// deleteFiles removes files in parallel batches, concurrency at a time,
-// through BulkRemovableIO when fs has it. Failures are recorded, not
-// returned: the files are unreferenced and the orphan pass will retry them.
-// A cancelled ctx stops before the next batch or file.
-func deleteFiles(ctx context.Context, fs iceio.IO, files []File, concurrency int, res *Result, log *slog.Logger) {
-	bulk, isBulk := fs.(iceio.BulkRemovableIO)
-	size := singleBatch
-	if isBulk {
-		size = bulkBatch
-	}
+// deleteFiles removes files in batches of deleteBatch, concurrency batches
+// at a time. A cancelled ctx stops before the next batch; the files of the
+// batches not sent count as failed, so that they are retried. It returns
+// the paths that failed, all of them.
+func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, res *Result, log *slog.Logger) []string {
 	var mu sync.Mutex
-	done := func(f File) {
-		c := res.Deleted[f.Kind]
-		c.Files++
-		c.Bytes += f.Size
-		res.Deleted[f.Kind] = c
-	}
-	fail := func(f File, err error) {
-		res.FilesFailed++
-		if len(res.DeleteFailures) < maxListedFailures {
-			res.DeleteFailures = append(res.DeleteFailures, DeleteFailure{Path: f.Path, Kind: f.Kind, Err: err.Error()})
+	var failed []string
+	record := func(batch []File, deleted []string, errs map[string]error) {
+		ok := make(map[string]bool, len(deleted))
+		for _, p := range deleted {
+			ok[p] = true
 		}
-		if res.FilesFailed <= 10 { // a store that is down fails every file
-			log.Warn("delete failed; left for the orphan pass", "path", f.Path, "err", err)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range batch {
+			err, bad := errs[f.Path]
+			if !bad && ok[f.Path] {
+				c := res.Deleted[f.Kind]
+				c.Files++
+				c.Bytes += f.Size
+				res.Deleted[f.Kind] = c
+				continue
+			}
+			if err == nil {
+				err = errors.New("the store reported it neither deleted nor failed")
+			}
+			failed = append(failed, f.Path)
+			res.FilesFailed++
+			if len(res.DeleteFailures) < maxListedFailures {
+				res.DeleteFailures = append(res.DeleteFailures, DeleteFailure{Path: f.Path, Kind: f.Kind, Err: err.Error()})
+			}
+			if res.FilesFailed <= 10 { // a store that is down fails every file
+				log.Warn("delete failed; kept for the next expiry run to retry", "path", f.Path, "err", err)
+			}
 		}
 	}
-
 	batches := make(chan []File)
 	var wg sync.WaitGroup
-	for range min(concurrency, (len(files)+size-1)/size) {
+	for range min(concurrency, (len(files)+deleteBatch-1)/deleteBatch) {
 		wg.Go(func() {
 			for batch := range batches {
-				if isBulk {
-					deleteBulk(ctx, bulk, batch, &mu, done, fail)
+				if ctx.Err() != nil { // sent as the run was cancelled
+					record(batch, nil, notAttempted(ctx, batch))
 					continue
 				}
-				for _, f := range batch {
-					if ctx.Err() != nil {
-						break
-					}
-					err := fs.Remove(f.Path)
-					mu.Lock()
-					switch {
-					case err == nil:
-						done(f)
-					case missing(err):
-						res.FilesMissing++
-					default:
-						fail(f, err)
-					}
-					mu.Unlock()
+				paths := make([]string, len(batch))
+				for i, f := range batch {
+					paths[i] = f.Path
 				}
+				deleted, errs := d.Delete(ctx, paths)
+				record(batch, deleted, errs)
 			}
 		})
 	}
-	for chunk := range slices.Chunk(files, size) {
+	sent := 0
+	for chunk := range slices.Chunk(files, deleteBatch) {
 		if ctx.Err() != nil {
 			break
 		}
 		select {
 		case batches <- chunk:
+			sent += len(chunk)
 		case <-ctx.Done():
 		}
 	}
 	close(batches)
 	wg.Wait()
+	if rest := files[sent:]; len(rest) > 0 {
+		record(rest, nil, notAttempted(ctx, rest))
+	}
+	return failed
 }
 
-func deleteBulk(ctx context.Context, bulk iceio.BulkRemovableIO, batch []File, mu *sync.Mutex, done func(File), fail func(File, error)) {
-	if ctx.Err() != nil {
-		return
+func notAttempted(ctx context.Context, files []File) map[string]error {
+	errs := make(map[string]error, len(files))
+	for _, f := range files {
+		errs[f.Path] = fmt.Errorf("not attempted: %w", context.Cause(ctx))
 	}
-	paths := make([]string, len(batch))
-	for i, f := range batch {
-		paths[i] = f.Path
-	}
-	deleted, err := bulk.DeleteFiles(ctx, paths)
-	ok := make(map[string]bool, len(deleted))
-	for _, p := range deleted {
-		ok[p] = true
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, f := range batch {
-		if err == nil || ok[f.Path] { // no error: all deleted (missing counts as deleted)
-			done(f)
-		} else {
-			fail(f, errFor(f.Path, err))
-		}
-	}
+	return errs
 }
 
-// errFor picks the line of a joined bulk error that names path.
-func errFor(path string, err error) error {
-	lines := strings.Split(err.Error(), "\n")
-	for _, l := range lines {
-		if strings.Contains(l, path) {
-			return errors.New(l)
-		}
-	}
-	return errors.New(lines[0])
+// deleteError is ErrDeleteFailed with the count and the first paths.
+func deleteError(name string, failed []string, total int) error {
+	first := failed[:min(len(failed), 3)]
+	return fmt.Errorf("expire %s: %w: %d of %d (first: %s)", name, ErrDeleteFailed, len(failed), total, strings.Join(first, ", "))
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
@@ -52,11 +51,12 @@ type TableLoader interface {
 // Options carry what Execute needs besides the plan.
 type Options struct {
 	Logger *slog.Logger
+	// Deleter deletes the files; required when the plan has any.
+	Deleter Deleter
 	// Test hooks: beforeCommit runs before each commit attempt, afterCommit
-	// once the commit landed, wrapIO around the IO that deletes.
+	// once the commit landed.
 	beforeCommit func(attempt int) error
 	afterCommit  func() error
-	wrapIO       func(iceio.IO) iceio.IO
 }
 
 // Result is what an expiration run did.
@@ -73,14 +73,17 @@ type Result struct {
 	// FilesKept are planned files the fresh metadata references again; they
 	// were not deleted.
 	FilesKept int `json:"files_kept"`
-	// FilesMissing were already gone when deleted.
-	FilesMissing int `json:"files_missing"`
-	// FilesFailed could not be deleted; DeleteFailures lists the first
-	// thousand. They are left for the orphan pass.
+	// FilesFailed could not be deleted (Execute then fails with
+	// ErrDeleteFailed); DeleteFailures lists the first thousand, and
+	// FailedPaths all of them, for the next run to retry.
 	FilesFailed    int             `json:"files_failed"`
 	DeleteFailures []DeleteFailure `json:"delete_failures,omitempty"`
 	FilesBlocked   string          `json:"files_blocked,omitempty"`
+	failed         []string
 }
+
+// FailedPaths returns every file that could not be deleted.
+func (r *Result) FailedPaths() []string { return r.failed }
 
 // Count is a number of files and their bytes.
 type Count struct {
@@ -88,11 +91,10 @@ type Count struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// DeleteFailure is a file that could not be deleted; it is left for the
-// orphan pass.
+// DeleteFailure is a file that could not be deleted.
 type DeleteFailure struct {
 	Path string   `json:"path"`
-	Kind FileKind `json:"kind"`
+	Kind FileKind `json:"kind,omitempty"` // unknown for a retried file
 	Err  string   `json:"error"`
 }
 
@@ -121,8 +123,9 @@ func (r *Result) BytesDeleted() (n int64) {
 // The commit requires the refs to be exactly those planned; on a conflict
 // the table is re-loaded and re-planned (never beyond the given plan) up to
 // CommitRetries times. A cancelled ctx before the commit commits nothing;
-// after it, deletes nothing more. An empty plan writes nothing. A failed
-// delete is reported in Result, not as an error.
+// after it, deletes nothing more. An empty plan writes nothing. Files that
+// could not be deleted fail the run with ErrDeleteFailed after the others
+// are deleted; Result.FailedPaths lists them for RetryDeletes.
 func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
 	res := &Result{Deleted: map[FileKind]Count{}}
 	if plan.Empty() {
@@ -130,6 +133,9 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	if err := cfg.Validate(); err != nil {
 		return res, fmt.Errorf("invalid expiration config: %w", err)
+	}
+	if len(plan.Files) > 0 && opts.Deleter == nil {
+		return res, errors.New("expire: no Deleter for the planned files; nothing committed")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -229,14 +235,13 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	if res.FilesKept > 0 {
 		log.Warn("planned files are referenced again; kept", "files", res.FilesKept)
 	}
-	if opts.wrapIO != nil {
-		fs = opts.wrapIO(fs)
-	}
-	deleteFiles(ctx, fs, deletable, cfg.DeleteConcurrency, res, log)
-	log.Info("files deleted", "files", res.FilesDeleted(), "bytes", res.BytesDeleted(),
-		"failed", res.FilesFailed, "missing", res.FilesMissing)
+	res.failed = deleteFiles(ctx, opts.Deleter, deletable, cfg.DeleteConcurrency, res, log)
+	log.Info("files deleted", "files", res.FilesDeleted(), "bytes", res.BytesDeleted(), "failed", res.FilesFailed)
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("expire %s: stopped while deleting files: %w", name, context.Cause(ctx))
+	}
+	if len(res.failed) > 0 {
+		return res, deleteError(name, res.failed, len(deletable))
 	}
 	return res, nil
 }

@@ -209,7 +209,7 @@ func TestExpireDeletesOnlyUnreferencedFiles(t *testing.T) {
 	if kinds[KindData] != 2 || kinds[KindManifestList] != 6 || kinds[KindManifest] == 0 {
 		t.Fatalf("planned files by kind %v", kinds)
 	}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{})
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{Deleter: &localDeleter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestExpireDeletesOnlyUnreferencedFiles(t *testing.T) {
 	if !again.Empty() || len(again.Files) != 0 {
 		t.Fatalf("second plan not empty: %+v", again)
 	}
-	if _, err := Execute(ctx, f.cat, after, again, cfg, Options{}); err != nil {
+	if _, err := Execute(ctx, f.cat, after, again, cfg, Options{Deleter: &localDeleter{}}); err != nil {
 		t.Fatal(err)
 	}
 	if loc := f.reload(t).MetadataLocation(); loc != after.MetadataLocation() {
@@ -258,7 +258,7 @@ func TestBranchAndTagKeepTheirSnapshotsAndFiles(t *testing.T) {
 	if got, want := plan.ExpiredIDs(), []int64{ids[0], ids[4]}; !slices.Equal(got, want) {
 		t.Fatalf("expired %v, want %v", got, want)
 	}
-	if _, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{}); err != nil {
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}}); err != nil {
 		t.Fatal(err)
 	}
 	after := f.reload(t)
@@ -287,7 +287,7 @@ func TestMaxRefAgeRemovesAnOldTagButNeverMain(t *testing.T) {
 	if len(plan.RemovedRefs) != 1 || plan.RemovedRefs[0].Name != "old" || plan.RemovedRefs[0].Reason != ReasonRefTooOld {
 		t.Fatalf("removed refs %+v", plan.RemovedRefs)
 	}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{})
+	res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{Deleter: &localDeleter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestGCDisabledRefusesAndChangesNothing(t *testing.T) {
 	setProps(t, g.cat, g.opt.Identifier(), iceberg.Properties{PropGCEnabled: "FALSE"})
 	loc := g.reload(t).MetadataLocation()
 	gfiles := filesOnDisk(t, g.dir+"/wh")
-	res, err := Execute(ctx, g.cat, g.reload(t), plan, strictConfig(), Options{})
+	res, err := Execute(ctx, g.cat, g.reload(t), plan, strictConfig(), Options{Deleter: &localDeleter{}})
 	if !errors.Is(err, ErrGCDisabled) || res.Committed {
 		t.Fatalf("want ErrGCDisabled and no commit, got %v (%+v)", err, res)
 	}
@@ -342,7 +342,7 @@ func TestEmptyAndSingleSnapshotTablesAreNoOps(t *testing.T) {
 		if !plan.Empty() || len(plan.Files) != 0 {
 			t.Fatalf("%d appends: plan %+v", appends, plan)
 		}
-		res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{})
+		res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 		if err != nil || res.Committed {
 			t.Fatalf("%d appends: %v %+v", appends, err, res)
 		}
@@ -372,7 +372,7 @@ func TestMergedManifestsKeepTheirLiveFiles(t *testing.T) {
 	if kinds[KindManifest] == 0 || kinds[KindData] != 0 {
 		t.Fatalf("planned %v; want old manifests and no data file", kinds)
 	}
-	if _, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{}); err != nil {
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}}); err != nil {
 		t.Fatal(err)
 	}
 	checkAfter(t, before, f.reload(t), true)
@@ -452,7 +452,7 @@ func TestStatisticsFilesFollowTheirSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{})
+	res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 	if err != nil {
 		t.Fatal(err)
 	}

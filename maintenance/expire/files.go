@@ -30,6 +30,13 @@ const readConcurrency = 8
 // its entries streamed; each manifest list is scanned once for its paths,
 // and again only when one of its manifests must be opened. Memory is
 // bounded by the candidates and the retained manifest paths.
+//
+// Every retained manifest list and manifest is read in full, whether or not
+// a candidate needs it: any error there fails the plan, so that nothing is
+// committed while the snapshots that stay cannot be read. A bad manifest
+// list or manifest of an expiring snapshot (missing, truncated, corrupt)
+// does not stop the snapshots from expiring, but blocks every delete
+// (FilesBlocked); an error reaching the store fails the plan.
 func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[int64]bool, p *Plan) error {
 	expired := make(map[int64]bool, len(p.Expired))
 	for _, e := range p.Expired {
@@ -51,16 +58,13 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	err := forEach(ctx, kept, func(s table.Snapshot) error {
 		var paths []string
 		_, err := visitList(fs, s, func(path []byte, _ int64) { paths = append(paths, key(string(path))) })
+		if err != nil {
+			return retainedErr(s.SnapshotID, err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		p.retained[s.SnapshotID] = s.ManifestList
 		retainedLists[key(s.ManifestList)] = struct{}{}
-		if missing(err) {
-			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Retained: true, Err: err.Error()})
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("retained snapshot %d: %w", s.SnapshotID, err)
-		}
 		for _, k := range paths {
 			p.retainedManifests[k] = struct{}{}
 		}
@@ -68,9 +72,6 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	})
 	if err != nil {
 		return err
-	}
-	if p.blocked() {
-		return nil
 	}
 
 	files := map[string]File{}              // by key
@@ -85,8 +86,7 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 		})
 		mu.Lock()
 		defer mu.Unlock()
-		if missing(err) {
-			// Its unique files cannot be known; they stay for the orphan pass.
+		if badFile(err) {
 			p.Unreadable = append(p.Unreadable, Unreadable{SnapshotID: s.SnapshotID, Path: s.ManifestList, Err: err.Error()})
 			return nil
 		} else if err != nil {
@@ -105,6 +105,9 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	if err != nil {
 		return err
 	}
+	if len(p.Unreadable) > 0 {
+		clear(candFrom) // nothing will be deleted: the candidates need no reading
+	}
 	// Re-read only the lists that named a candidate, for its length.
 	candMans, err := manifestsOf(ctx, fs, distinctSnapshots(candFrom), func(k string) bool { _, ok := candFrom[k]; return ok })
 	if err != nil {
@@ -117,26 +120,22 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	// Data and delete files of the manifests that leave with the expired
 	// snapshots; all entries, since a DELETED entry names a file that some
 	// older, possibly expired, snapshot read.
-	var hasContent bool
 	err = forEach(ctx, candMans, func(m listEntry) error {
 		var local []File
 		err := readEntries(fs, m, false, func(e *manifestscan.ManifestEntry) {
 			local = append(local, File{Path: string(e.FilePath), Kind: contentKind(e.Content), Size: e.FileSizeInBytes})
 		})
-		if missing(err) {
-			mu.Lock()
-			p.Unreadable = append(p.Unreadable, Unreadable{Path: m.Path, Err: err.Error()})
-			mu.Unlock()
-			return nil
-		} else if err != nil {
-			return err
-		}
 		mu.Lock()
 		defer mu.Unlock()
+		if badFile(err) {
+			p.Unreadable = append(p.Unreadable, Unreadable{Path: m.Path, Err: err.Error()})
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("expiring: %w", err)
+		}
 		files[key(m.Path)] = File{Path: m.Path, Kind: KindManifest, Size: m.Length}
 		for _, f := range local {
 			files[key(f.Path)] = f
-			hasContent = true
 		}
 		return nil
 	})
@@ -146,41 +145,36 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 
 	// Keep every data or delete file that a retained manifest holds live.
 	// files is only read while the manifests are scanned.
-	if hasContent {
-		retainedMans, err := manifestsOf(ctx, fs, kept, func(string) bool { return true })
-		if err != nil {
-			return err
-		}
-		var live []string
-		err = forEach(ctx, retainedMans, func(m listEntry) error {
-			var hits []string
-			err := readEntries(fs, m, true, func(e *manifestscan.ManifestEntry) {
-				if retainedKey(files, e.FilePath) {
-					hits = append(hits, key(string(e.FilePath)))
-				}
-			})
-			if missing(err) {
-				mu.Lock()
-				p.Unreadable = append(p.Unreadable, Unreadable{Path: m.Path, Retained: true, Err: err.Error()})
-				mu.Unlock()
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("retained: %w", err)
+	retainedMans, err := manifestsOf(ctx, fs, kept, func(string) bool { return true })
+	if err != nil {
+		return fmt.Errorf("retained: %w", err)
+	}
+	var live []string
+	err = forEach(ctx, retainedMans, func(m listEntry) error {
+		var hits []string
+		err := readEntries(fs, m, true, func(e *manifestscan.ManifestEntry) {
+			if retainedKey(files, e.FilePath) {
+				hits = append(hits, key(string(e.FilePath)))
 			}
-			mu.Lock()
-			live = append(live, hits...)
-			mu.Unlock()
-			return nil
 		})
 		if err != nil {
-			return err
+			return retainedErr(0, err)
 		}
-		for _, k := range live {
-			delete(files, k)
-		}
-		if p.blocked() {
-			return nil
-		}
+		mu.Lock()
+		live = append(live, hits...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range live {
+		delete(files, k)
+	}
+	slices.SortFunc(p.Unreadable, func(a, b Unreadable) int { return strings.Compare(a.Path, b.Path) })
+	if len(p.Unreadable) > 0 {
+		p.block()
+		return nil
 	}
 
 	// Statistics of expired snapshots, unless a retained one shares the file.
@@ -201,38 +195,72 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	p.Files = slices.SortedFunc(maps.Values(files), func(a, b File) int {
 		return cmp.Or(cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)), strings.Compare(a.Path, b.Path))
 	})
-	slices.SortFunc(p.Unreadable, func(a, b Unreadable) int { return strings.Compare(a.Path, b.Path) })
 	return nil
 }
 
-// blocked drops every planned file when a retained snapshot or manifest
-// could not be read, and says so.
-func (p *Plan) blocked() bool {
-	if !slices.ContainsFunc(p.Unreadable, func(u Unreadable) bool { return u.Retained }) {
+// retainedErr is ErrUnreadableRetained for a retained snapshot (id, or 0
+// for one of their manifests) that could not be read.
+func retainedErr(id int64, err error) error {
+	if id != 0 {
+		return fmt.Errorf("%w: snapshot %d: %w", ErrUnreadableRetained, id, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnreadableRetained, err)
+}
+
+// block drops every planned file because a manifest list or manifest of an
+// expiring snapshot could not be read, and says which.
+func (p *Plan) block() {
+	u := p.Unreadable[0]
+	p.FilesBlocked = BlockedUnreadable + ": " + u.Err
+	if n := len(p.Unreadable) - 1; n > 0 {
+		p.FilesBlocked += fmt.Sprintf(" (and %d more, see unreadable)", n)
+	}
+	p.Files = nil
+}
+
+// badFile reports a manifest list or manifest that was reached but is
+// missing or cannot be decoded, as opposed to a store that could not be
+// reached or a cancelled read.
+func badFile(err error) bool {
+	var se *manifestscan.Error
+	if !errors.As(err, &se) {
 		return false
 	}
-	p.FilesBlocked = BlockedUnreadable
-	p.Files = nil
-	return true
+	for _, bad := range []error{manifestscan.ErrMissing, iofs.ErrNotExist, manifestscan.ErrBadMagic, manifestscan.ErrTruncated,
+		manifestscan.ErrUnknownCodec, manifestscan.ErrMissingField, manifestscan.ErrBadSchema, manifestscan.ErrCorrupt} {
+		if errors.Is(err, bad) {
+			return true
+		}
+	}
+	return false
 }
 
 // referencedNow returns the keys of the planned files that the fresh
-// metadata references: through any of its snapshots' manifest lists,
-// manifests and live entries, or its statistics. Files are immutable, so a
-// manifest list or manifest the plan already weighed is not read again. Any
-// read error is returned: a file that cannot be proven unreferenced is not
-// deleted.
+// metadata references. Files are immutable, so a manifest list or manifest
+// the plan already weighed is not read again.
 func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Plan) (map[string]bool, error) {
-	planned := make(map[string]FileKind, len(p.Files))
+	planned := make(map[string]bool, len(p.Files))
 	hasContent := false
 	for _, f := range p.Files {
-		planned[key(f.Path)] = f.Kind
+		planned[key(f.Path)] = true
 		hasContent = hasContent || isContent(f.Kind)
 	}
+	return referenced(ctx, fs, meta, planned, hasContent, p.retained, p.retainedManifests)
+}
+
+// referenced returns the keys in want that meta references: through any of
+// its snapshots' manifest lists, manifests and live entries, or its
+// statistics. Snapshots whose list knownLists records, and manifests in
+// knownMans, were weighed before and are not read; manifests are opened
+// only when content says want may hold data or delete files. Any read error
+// is returned: a file that cannot be proven unreferenced is not deleted.
+func referenced(ctx context.Context, fs iceio.IO, meta table.Metadata, want map[string]bool, content bool,
+	knownLists map[int64]string, knownMans map[string]struct{},
+) (map[string]bool, error) {
 	var mu sync.Mutex
 	refd := map[string]bool{}
 	mark := func(path string) {
-		if _, ok := planned[key(path)]; ok {
+		if want[key(path)] {
 			mu.Lock()
 			refd[key(path)] = true
 			mu.Unlock()
@@ -244,11 +272,12 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 	var fresh []table.Snapshot
 	for _, s := range meta.Snapshots() {
 		mark(s.ManifestList)
-		if list, ok := p.retained[s.SnapshotID]; !ok || list != s.ManifestList {
+		if list, ok := knownLists[s.SnapshotID]; !ok || list != s.ManifestList {
 			fresh = append(fresh, s)
 		}
 	}
 	var newMans []listEntry
+	seen := map[string]bool{}
 	err := forEach(ctx, fresh, func(s table.Snapshot) error {
 		mans, err := readList(fs, s)
 		if err != nil {
@@ -256,15 +285,19 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 		}
 		for _, m := range mans {
 			mark(m.Path)
-			if _, known := p.retainedManifests[key(m.Path)]; !known {
+			k := key(m.Path)
+			if _, known := knownMans[k]; !known {
 				mu.Lock()
-				newMans = append(newMans, m)
+				if !seen[k] {
+					seen[k] = true
+					newMans = append(newMans, m)
+				}
 				mu.Unlock()
 			}
 		}
 		return nil
 	})
-	if err != nil || !hasContent {
+	if err != nil || !content {
 		return refd, err
 	}
 	err = forEach(ctx, newMans, func(m listEntry) error {
@@ -324,8 +357,6 @@ func retainedKey[V any](set map[string]V, path []byte) bool {
 	}
 	return ok
 }
-
-func missing(err error) bool { return err != nil && errors.Is(err, iofs.ErrNotExist) }
 
 func contentKind(c int32) FileKind {
 	switch iceberg.ManifestEntryContent(c) {

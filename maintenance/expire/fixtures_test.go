@@ -2,14 +2,16 @@ package expire
 
 import (
 	"context"
-	"slices"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -41,7 +43,7 @@ func TestExpireFixtures(t *testing.T) {
 			if got, want := len(plan.Expired), len(want.Snapshots)-1; got != want {
 				t.Fatalf("plan expires %d snapshots, want %d", got, want)
 			}
-			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{})
+			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +54,11 @@ func TestExpireFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkAfter(t, before, after, false)
+			if plan.FilesBlocked != "" {
+				checkKept(t, before, after, false) // an expiring snapshot is unreadable: nothing deleted
+			} else {
+				checkAfter(t, before, after, false)
+			}
 			all := testenv.VerifyAll(t, dir)
 			if len(all) != 1 {
 				t.Fatalf("verifier sees %d snapshots, want 1", len(all))
@@ -67,9 +73,9 @@ func TestExpireFixtures(t *testing.T) {
 }
 
 // spark_v2_eqdel has a snapshot whose manifest list is missing upstream.
-// Expiring it is fine: its unique files cannot be known and stay for the
-// orphan pass, the others' files go. Keeping it (a tag) means no file can be
-// proven unreferenced: snapshots still expire, but nothing is deleted.
+// Expiring it is allowed, but no file at all is deleted: what it referenced
+// is unknown. Keeping it (a tag) fails the plan, naming the list: nothing is
+// committed while a retained snapshot cannot be read.
 func TestUnreadableSnapshot(t *testing.T) {
 	const name = "spark_v2_eqdel"
 	want := testenv.Expected(t)[name]
@@ -90,42 +96,36 @@ func TestUnreadableSnapshot(t *testing.T) {
 				setRef(t, cat, tbl.Identifier(), "keep-broken", broken, table.TagRef, 0, 0)
 				tbl, _ = cat.LoadTable(ctx, tbl.Identifier())
 			}
-			before := capture(t, tbl, false)
+			list := tbl.Metadata().SnapshotByID(broken).ManifestList
 			files := filesOnDisk(t, dir)
 			plan, err := PlanTable(ctx, tbl, strictConfig(), time.Now())
+			if tagged {
+				if !errors.Is(err, ErrUnreadableRetained) || !errors.Is(err, manifestscan.ErrMissing) || !strings.Contains(err.Error(), list) {
+					t.Fatalf("plan with a retained snapshot's list missing: %v, want ErrUnreadableRetained naming %s", err, list)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(plan.Unreadable) != 1 || plan.Unreadable[0].SnapshotID != broken || plan.Unreadable[0].Retained != tagged {
+			if len(plan.Unreadable) != 1 || plan.Unreadable[0].SnapshotID != broken || plan.Unreadable[0].Path != list {
 				t.Fatalf("unreadable %+v", plan.Unreadable)
 			}
-			if tagged && (plan.FilesBlocked != BlockedUnreadable || len(plan.Files) != 0 || len(plan.Expired) != 4) {
-				t.Fatalf("retained unreadable snapshot: blocked %q, %d files, %d expired", plan.FilesBlocked, len(plan.Files), len(plan.Expired))
-			}
-			if !tagged && (plan.FilesBlocked != "" || len(plan.Files) == 0 || len(plan.Expired) != 5) {
+			if !strings.HasPrefix(plan.FilesBlocked, BlockedUnreadable) || !strings.Contains(plan.FilesBlocked, list) ||
+				len(plan.Files) != 0 || len(plan.Expired) != 5 {
 				t.Fatalf("expired unreadable snapshot: blocked %q, %d files, %d expired", plan.FilesBlocked, len(plan.Files), len(plan.Expired))
 			}
-			res, err := Execute(ctx, cat, tbl, plan, strictConfig(), Options{})
+			res, err := Execute(ctx, cat, tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, _ := cat.LoadTable(ctx, tbl.Identifier())
-			if tagged {
-				checkKept(t, before, after, false)
-				if res.FilesDeleted() != 0 || res.FilesBlocked == "" || after.SnapshotByName("keep-broken") == nil {
-					t.Fatalf("result %+v", res)
-				}
-				for _, p := range files {
-					if !exists(t, p) {
-						t.Fatalf("%s deleted although a retained snapshot is unreadable", p)
-					}
-				}
-			} else {
-				checkAfter(t, before, after, false)
+			if !res.Committed || res.FilesDeleted() != 0 || res.FilesBlocked != plan.FilesBlocked {
+				t.Fatalf("result %+v", res)
 			}
-			// The missing manifest list is not planned, and nothing fails.
-			if slices.ContainsFunc(plan.Files, func(f File) bool { return f.Path == plan.Unreadable[0].Path }) || len(res.DeleteFailures) != 0 {
-				t.Fatalf("planned the unreadable list or failed deletes: %+v", res.DeleteFailures)
+			for _, p := range files {
+				if !exists(t, p) {
+					t.Fatalf("%s deleted although an expiring snapshot is unreadable", p)
+				}
 			}
 			cur := testenv.Verify(t, dir)
 			if cur.LiveRows != want.LiveRows || cur.Checksum != want.Checksum {

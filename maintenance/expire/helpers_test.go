@@ -2,11 +2,13 @@ package expire
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +268,29 @@ func strictConfig() Config {
 	c.RetainLast = 1
 	c.MaxSnapshotAge = time.Millisecond
 	return c
+}
+
+// localDeleter deletes local files, failing those whose path contains fail
+// (when set); calls counts its Delete calls.
+type localDeleter struct {
+	fail  string
+	calls atomic.Int32
+}
+
+func (d *localDeleter) Delete(ctx context.Context, paths []string) ([]string, map[string]error) {
+	d.calls.Add(1)
+	failed := map[string]error{}
+	var deleted []string
+	for _, p := range paths {
+		if d.fail != "" && strings.Contains(p, d.fail) {
+			failed[p] = errors.New("permission denied: " + p)
+			continue
+		}
+		if err := os.Remove(localPath(p)); err != nil && !os.IsNotExist(err) {
+			failed[p] = err
+			continue
+		}
+		deleted = append(deleted, p)
+	}
+	return deleted, failed
 }

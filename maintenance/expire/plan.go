@@ -24,6 +24,11 @@ var (
 	ErrInvalidProperty = errors.New("invalid table property")
 	// ErrInvalidMetadata: a ref points at a snapshot the metadata lacks.
 	ErrInvalidMetadata = errors.New("invalid table metadata")
+	// ErrUnreadableRetained: a manifest list or manifest of a snapshot that
+	// stays (a branch's or tag's current snapshot, or one retention keeps)
+	// cannot be read in full. Nothing is committed and nothing deleted: the
+	// snapshots that would expire may be the only readable ones.
+	ErrUnreadableRetained = errors.New("a retained snapshot cannot be read")
 )
 
 // Reasons, stable strings that tests and users can rely on.
@@ -33,11 +38,13 @@ const (
 	ReasonRefTooOld       = "its snapshot is older than max_ref_age"
 	ReasonDisabled        = "expiration disabled"
 	ReasonNothingToExpire = "no snapshot is due to expire"
-	// BlockedUnreadable is Plan.FilesBlocked when a retained snapshot or one
-	// of its manifests cannot be read: its files are unknown, so no file can
-	// be proven unreferenced. Snapshots still expire; their files are left
-	// for the orphan pass.
-	BlockedUnreadable = "a retained snapshot cannot be read; no file can be proven unreferenced, none is deleted"
+	// BlockedUnreadable starts Plan.FilesBlocked when a manifest list or
+	// manifest of an expiring snapshot is missing or cannot be decoded; the
+	// first such file and what is wrong with it follow. The snapshots still
+	// expire, but no file at all is deleted: a reference set that could not
+	// be read completely proves nothing. The files are left for the orphan
+	// pass.
+	BlockedUnreadable = "an expiring snapshot's manifest list or manifest cannot be read; no file is deleted"
 )
 
 // FileKind names what a planned file is.
@@ -107,14 +114,13 @@ type File struct {
 	Size int64    `json:"size_bytes"` // 0 when unknown (manifest lists on some stores)
 }
 
-// Unreadable is a manifest list or manifest that could not be read because
-// it is missing. When Retained, nothing is deleted (FilesBlocked); when
-// expired, its unique files are unknown and stay for the orphan pass.
+// Unreadable is a manifest list or manifest of an expiring snapshot that is
+// missing or cannot be decoded; while there is one, nothing is deleted
+// (FilesBlocked). A retained one fails the plan instead.
 type Unreadable struct {
-	SnapshotID int64  `json:"snapshot_id,omitempty"` // 0 for a manifest shared by several snapshots
+	SnapshotID int64  `json:"snapshot_id,omitempty"` // 0 for a manifest
 	Path       string `json:"path"`
-	Retained   bool   `json:"retained"`
-	Err        string `json:"error"`
+	Err        string `json:"error"` // names the file and what is wrong
 }
 
 // Empty reports whether the plan changes nothing: Execute then writes no

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
@@ -39,7 +37,7 @@ func history(t *testing.T) (*fixture, []int64, map[int64]*snapState, *Plan) {
 func TestTagCreatedBeforeCommitSurvives(t *testing.T) {
 	f, ids, before, plan := history(t)
 	other := f.handle(t)
-	opts := Options{beforeCommit: func(attempt int) error {
+	opts := Options{Deleter: &localDeleter{}, beforeCommit: func(attempt int) error {
 		if attempt == 0 {
 			setRef(t, other, f.opt.Identifier(), "audit", ids[1], table.TagRef, 0, 0)
 		}
@@ -90,7 +88,7 @@ func TestLostRefStopsBeforeDeletingAnything(t *testing.T) {
 	cat := &restLike{TableLoader: f.cat, inject: func() {
 		setRef(t, other, f.opt.Identifier(), "audit", ids[1], table.TagRef, 0, 0)
 	}}
-	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{})
+	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 	if !errors.Is(err, ErrRefLost) || !res.Committed || !slices.Equal(res.RefsLost, []string{"audit"}) {
 		t.Fatalf("want ErrRefLost after the commit, got %v (%+v)", err, res)
 	}
@@ -108,7 +106,7 @@ func TestLostRefStopsBeforeDeletingAnything(t *testing.T) {
 // and the run completes.
 func TestRESTLikeCatalogExpires(t *testing.T) {
 	f, _, before, plan := history(t)
-	res, err := Execute(context.Background(), &restLike{TableLoader: f.cat}, f.tbl, plan, strictConfig(), Options{})
+	res, err := Execute(context.Background(), &restLike{TableLoader: f.cat}, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 	if err != nil || res.FilesDeleted() != len(plan.Files) {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -125,7 +123,7 @@ func TestDroppedRefIsRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := &restLike{TableLoader: f.cat, extra: []table.Update{table.NewRemoveSnapshotRefUpdate("keep")}}
-	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{})
+	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
 	if err != nil || !slices.Equal(res.RefsRestored, []string{"keep"}) {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -157,7 +155,7 @@ func TestFileReferencedAgainAfterCommitIsKept(t *testing.T) {
 		t.Fatalf("%s is not planned for deletion", readd.FilePath())
 	}
 	other := f.handle(t)
-	opts := Options{afterCommit: func() error {
+	opts := Options{Deleter: &localDeleter{}, afterCommit: func() error {
 		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
 		if err != nil {
 			return err
@@ -197,7 +195,7 @@ func TestConcurrentAppendIsRetried(t *testing.T) {
 		other := f.handle(t)
 		cfg := strictConfig()
 		cfg.CommitRetries = retries
-		opts := Options{beforeCommit: func(attempt int) error {
+		opts := Options{Deleter: &localDeleter{}, beforeCommit: func(attempt int) error {
 			if attempt == 0 {
 				tbl, err := other.LoadTable(ctx, f.opt.Identifier())
 				if err != nil {
@@ -239,7 +237,7 @@ func TestCancelledRunDeletesNothing(t *testing.T) {
 			f, _, _, plan := history(t)
 			files := filesOnDisk(t, f.dir+"/wh")
 			ctx, cancel := context.WithCancelCause(context.Background())
-			opts := Options{}
+			opts := Options{Deleter: &localDeleter{}}
 			if at == "before commit" {
 				opts.beforeCommit = func(int) error { cancel(lost); return nil }
 			} else {
@@ -261,60 +259,22 @@ func TestCancelledRunDeletesNothing(t *testing.T) {
 	}
 }
 
-// failingIO fails Remove for paths containing fail; bulk adds DeleteFiles.
-type failingIO struct {
-	iceio.IO
-	fail  string
-	calls atomic.Int32
-}
-
-func (f *failingIO) Remove(p string) error {
-	f.calls.Add(1)
-	if strings.Contains(p, f.fail) {
-		return errors.New("permission denied: " + p)
+// A failed delete fails the run with the file named, after the other files
+// are deleted; the failed path is returned to retry.
+func TestDeleteFailuresFailTheRun(t *testing.T) {
+	f, _, _, plan := history(t)
+	victim := plan.Files[0]
+	d := &localDeleter{fail: victim.Path}
+	res, err := Execute(context.Background(), f.cat, f.tbl, plan, strictConfig(), Options{Deleter: d})
+	if !errors.Is(err, ErrDeleteFailed) || !strings.Contains(err.Error(), victim.Path) {
+		t.Fatalf("err %v, want ErrDeleteFailed naming %s", err, victim.Path)
 	}
-	return f.IO.Remove(p)
-}
-
-type bulkIO struct{ *failingIO }
-
-func (b bulkIO) DeleteFiles(_ context.Context, paths []string) ([]string, error) {
-	var done []string
-	var errs []error
-	for _, p := range paths {
-		if err := b.failingIO.Remove(p); err != nil {
-			errs = append(errs, err)
-		} else {
-			done = append(done, p)
-		}
+	if !res.Committed || res.FilesFailed != 1 || len(res.DeleteFailures) != 1 || res.DeleteFailures[0].Path != victim.Path ||
+		!strings.Contains(res.DeleteFailures[0].Err, "permission denied") || res.FilesDeleted() != len(plan.Files)-1 ||
+		!slices.Equal(res.FailedPaths(), []string{victim.Path}) {
+		t.Fatalf("%+v", res)
 	}
-	return done, errors.Join(errs...)
-}
-
-// A failed delete is reported and left for the orphan pass; the rest of the
-// files go, through Remove or through a bulk delete.
-func TestDeleteFailuresAreReportedNotFatal(t *testing.T) {
-	for _, bulk := range []bool{false, true} {
-		f, _, _, plan := history(t)
-		victim := plan.Files[0]
-		io := &failingIO{fail: victim.Path}
-		opts := Options{wrapIO: func(fs iceio.IO) iceio.IO {
-			io.IO = fs
-			if bulk {
-				return bulkIO{io}
-			}
-			return io
-		}}
-		res, err := Execute(context.Background(), f.cat, f.tbl, plan, strictConfig(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.FilesFailed != 1 || len(res.DeleteFailures) != 1 || res.DeleteFailures[0].Path != victim.Path ||
-			!strings.Contains(res.DeleteFailures[0].Err, "permission denied") || res.FilesDeleted() != len(plan.Files)-1 {
-			t.Fatalf("bulk=%v: %+v", bulk, res)
-		}
-		if !exists(t, victim.Path) || int(io.calls.Load()) != len(plan.Files) {
-			t.Fatalf("bulk=%v: victim gone or %d remove calls for %d files", bulk, io.calls.Load(), len(plan.Files))
-		}
+	if !exists(t, victim.Path) || d.calls.Load() != 1 {
+		t.Fatalf("victim gone or %d Delete calls for %d files, want one batch", d.calls.Load(), len(plan.Files))
 	}
 }

@@ -78,6 +78,10 @@ func Decide(cfg Config, st State, c Counters, now time.Time) Decision {
 		}
 	}
 
+	if st.Retry != nil && len(st.Retry.Paths) > 0 {
+		// Unreferenced files that a failed run left: retried first thing.
+		met = append(met, plural(len(st.Retry.Paths), "failed delete")+" to retry")
+	}
 	if len(met) > 0 {
 		d.Due, d.Reason = true, "due: "+strings.Join(met, "; ")
 		return d

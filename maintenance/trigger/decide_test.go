@@ -108,6 +108,13 @@ func TestDecide(t *testing.T) {
 		{"rate limit with attempt in the future (clock skew)", Config{CommitCount: 1, RateLimit: time.Hour},
 			State{LastAttempt: now.Add(time.Minute)}, Counters{Commits: 3}, false,
 			"not due: rate limited, last attempt 0s ago (rate_limit 1h)"},
+
+		{"failed deletes to retry", Config{CommitCount: 10, Interval: time.Hour},
+			State{LastRun: ago(time.Minute), SnapshotID: 1, Retry: &Retry{Paths: []string{"s3://b/t/a.parquet", "s3://b/t/b.parquet"}}},
+			Counters{Commits: 3}, true, "due: 2 failed deletes to retry"},
+		{"failed deletes wait for the rate limit", Config{CommitCount: 10, RateLimit: time.Hour},
+			State{LastAttempt: ago(time.Minute), Retry: &Retry{Paths: []string{"s3://b/t/a.parquet"}}},
+			Counters{}, false, "not due: rate limited, last attempt 1m ago (rate_limit 1h)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.cfg, tc.st, tc.c, now)

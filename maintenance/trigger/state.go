@@ -27,6 +27,60 @@ type State struct {
 	TableUUID  string `json:"table_uuid,omitempty"`
 	LastResult string `json:"last_result,omitempty"`
 	LastError  string `json:"last_error,omitempty"`
+	// Retry holds files a run proved unreferenced but failed to delete;
+	// the task's next run retries them first. Record leaves it alone: the
+	// task itself sets it, whatever the run's result.
+	Retry *Retry `json:"retry,omitempty"`
+}
+
+// MaxRetryPaths bounds Retry.Paths, so that a store that was down for a
+// huge delete does not make the state unbounded; the rest are left for the
+// orphan pass.
+const MaxRetryPaths = 10_000
+
+// Retry is a bounded list of files to delete again.
+type Retry struct {
+	// TableUUID is the table the paths belong to: a table dropped and
+	// re-created under the same name does not inherit them.
+	TableUUID string   `json:"table_uuid"`
+	Paths     []string `json:"paths"`
+	// Dropped counts the failed paths the last run could not keep beyond
+	// MaxRetryPaths; they wait for the orphan pass.
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// NewRetry returns the files of lists (in order, without duplicates) to
+// retry for table tableUUID, at most MaxRetryPaths of them; nil when there
+// are none.
+func NewRetry(tableUUID string, lists ...[]string) *Retry {
+	r := &Retry{TableUUID: tableUUID}
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, p := range l {
+			switch {
+			case seen[p]:
+			case len(r.Paths) < MaxRetryPaths:
+				seen[p] = true
+				r.Paths = append(r.Paths, p)
+			default:
+				seen[p] = true
+				r.Dropped++
+			}
+		}
+	}
+	if len(r.Paths) == 0 {
+		return nil
+	}
+	return r
+}
+
+// RetryPaths returns the paths to retry for table tableUUID: none when the
+// list belongs to another table of the same name.
+func (st State) RetryPaths(tableUUID string) []string {
+	if st.Retry == nil || st.Retry.TableUUID != tableUUID {
+		return nil
+	}
+	return st.Retry.Paths
 }
 
 // Mark is the table position a run starts from: main's current snapshot of

@@ -1,0 +1,61 @@
+package trigger
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// NewRetry keeps the paths in order without duplicates, at most
+// MaxRetryPaths of them, and counts the rest as dropped.
+func TestNewRetryIsBounded(t *testing.T) {
+	if r := NewRetry("u"); r != nil {
+		t.Fatalf("no paths: %+v, want nil", r)
+	}
+	r := NewRetry("u", []string{"a", "b"}, []string{"b", "c"})
+	if !slices.Equal(r.Paths, []string{"a", "b", "c"}) || r.Dropped != 0 || r.TableUUID != "u" {
+		t.Fatalf("%+v", r)
+	}
+	many := make([]string, MaxRetryPaths+5)
+	for i := range many {
+		many[i] = fmt.Sprintf("p%d", i)
+	}
+	r = NewRetry("u", []string{"x"}, many, []string{"x"})
+	if len(r.Paths) != MaxRetryPaths || r.Dropped != 6 || r.Paths[0] != "x" {
+		t.Fatalf("%d paths, %d dropped, first %q", len(r.Paths), r.Dropped, r.Paths[0])
+	}
+}
+
+// The paths belong to one table: a table re-created under the same name
+// does not inherit them.
+func TestRetryPathsAreTheTables(t *testing.T) {
+	st := State{Retry: NewRetry("uuid-1", []string{"a"})}
+	if got := st.RetryPaths("uuid-1"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("own table: %v", got)
+	}
+	if got := st.RetryPaths("uuid-2"); got != nil {
+		t.Fatalf("another table: %v", got)
+	}
+	if got := (State{}).RetryPaths("uuid-1"); got != nil {
+		t.Fatalf("none kept: %v", got)
+	}
+}
+
+// The list survives a file store round trip, and Record leaves it alone.
+func TestRetrySurvivesStoreAndRecord(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewFileStore(filepath.Join(t.TempDir(), "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := Record(State{Retry: NewRetry("u", []string{"s3://b/a"})}, Mark{}, now, "failure", nil, false)
+	if err := s.Save(ctx, "db.t", "expire", st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(ctx, "db.t", "expire")
+	if err != nil || got.Retry == nil || !slices.Equal(got.Retry.Paths, []string{"s3://b/a"}) || got.Retry.TableUUID != "u" {
+		t.Fatalf("%+v (%v)", got.Retry, err)
+	}
+}
