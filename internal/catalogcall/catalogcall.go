@@ -228,8 +228,12 @@ func Transient(err error) bool {
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF):
 		return true
 	}
+	// A network operation that failed, or timed out; not any error with a
+	// Timeout method (a syscall.Errno such as ENOENT of a local catalog has
+	// one).
+	var op *net.OpError
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &op) || errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
 	msg := err.Error()

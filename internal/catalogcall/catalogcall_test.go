@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"net"
 	"slices"
@@ -131,6 +132,7 @@ func TestRetriesOnlyTransientErrors(t *testing.T) {
 		{"bad request", rest.ErrBadRequest, 1},
 		{"conflict", table.ErrCommitFailed, 1},
 		{"other", errors.New("metadata file is not JSON"), 1},
+		{"missing local file", &fs.PathError{Op: "lstat", Path: "/wh", Err: syscall.ENOENT}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ident := newFaulty(t)
