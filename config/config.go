@@ -16,6 +16,8 @@
 //	    sql.dialect: sqlite
 //	  credential_file: /run/secrets/credential  # -> property "credential"
 //	  token_file: /run/secrets/token            # -> property "token"
+//	  request_timeout: 30s     # bounds each catalog request (default 30s)
+//	  max_attempts: 3          # of a load or list that failed transiently; a commit is sent once
 //	lock:
 //	  backend: redis           # local|redis (default local)
 //	  redis:
@@ -43,6 +45,7 @@
 //	defaults:                  # task settings for every table
 //	  compact:
 //	    target_file_size: 512MiB
+//	    max_run_time: 3h       # every task block; past it the run is cancelled and fails
 //	    trigger: {commit_count: 10, interval: 24h, rate_limit: 10m}
 //	tables:                    # overrides, applied in order on matching tables
 //	  - match: "db.events_*"
@@ -68,6 +71,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 )
 
 // Catalog types accepted in catalog.type; iceberg-go registers these names.
@@ -131,6 +136,8 @@ type CatalogConfig struct {
 	// TokenFile.
 	Credential Secret `yaml:"-"`
 	Token      Secret `yaml:"-"`
+	// Requests bound every catalog request: request_timeout, max_attempts.
+	Requests catalogcall.Config `yaml:",inline"`
 }
 
 // Properties returns the properties for iceberg-go's catalog.Load: the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
@@ -137,6 +138,7 @@ tables:
 			},
 			CredentialFile: "secrets/credential", TokenFile: tokenPath,
 			Credential: "client:s3cret", Token: "tok-123",
+			Requests: catalogcall.DefaultConfig(),
 		},
 		Lock: LockConfig{
 			Backend: "redis",
@@ -536,7 +538,7 @@ tables:
   - match: a..b
 `
 	_, err := Parse("conf/maintainer.yaml", []byte(src), mapEnv(nil))
-	want := `conf/maintainer.yaml:4:3: catalog.colour: unknown key (allowed: name, type, uri, warehouse, properties, credential_file, token_file)
+	want := `conf/maintainer.yaml:4:3: catalog.colour: unknown key (allowed: name, type, uri, warehouse, properties, credential_file, token_file, request_timeout, max_attempts)
 conf/maintainer.yaml:7:3: lock.ttl: must be at least 3s (got 1s)
 conf/maintainer.yaml:10:5: defaults.compact.max_concurrent_groups: must be between 1 and 64 (got 0)
 conf/maintainer.yaml:11:5: defaults.compact.commit_retries: must be an integer (got "lots")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
@@ -21,8 +22,11 @@ import (
 // keys a block writes is known from the positions the decoder records, so a
 // key is declared once, by the yaml tag of the component's Config field.
 type Block[C any] struct {
-	Config  C               `yaml:",inline"`
-	Trigger *trigger.Config `yaml:"trigger"` // nil when the block has none
+	Config C `yaml:",inline"`
+	// Limits are the keys every task block has beside the task's own
+	// (max_run_time), read by the runner.
+	Limits  maintenance.TaskLimits `yaml:",inline"`
+	Trigger *trigger.Config        `yaml:"trigger"` // nil when the block has none
 }
 
 // TaskSet holds the task blocks of defaults or of one tables[] entry by task
@@ -44,6 +48,8 @@ type Resolved struct {
 	Orphans orphans.Config
 	// Triggers by task name (compact, expire, orphans).
 	Triggers map[string]trigger.Config
+	// Limits by task name: how long a run of the task may take.
+	Limits map[string]maintenance.TaskLimits
 	// Warnings name table properties that were ignored because they do not
 	// parse or are out of range; the caller logs them.
 	Warnings []string
@@ -93,6 +99,7 @@ type task struct {
 	key      string
 	newBlock func() reflect.Value // a pointer to a new, empty Block of the task's Config
 	own      taskSpec             // the task's Config
+	limits   taskSpec             // the runner's limits in its block
 	trigger  taskSpec             // its trigger block's
 }
 
@@ -104,61 +111,64 @@ func newTask[C any](key string, defaults func() C, validate func(C) error, store
 		b, _ := ts[key].(*Block[C])
 		return b
 	}
+	own := newSpec(key, func(b *Block[C]) *C { return &b.Config }, block, defaults, validate, store)
+	own.fallbacks = fallbacks
 	return task{
 		key:      key,
 		newBlock: func() reflect.Value { return reflect.ValueOf(new(Block[C])) },
-		own: taskSpec{
-			key: key,
-			typ: reflect.TypeFor[C](),
-			part: func(ts TaskSet) (reflect.Value, bool) {
-				if b := block(ts); b != nil {
-					return reflect.ValueOf(&b.Config), true
-				}
-				return reflect.Value{}, false
-			},
-			defaults: func() reflect.Value {
-				c := defaults()
-				return reflect.ValueOf(&c)
-			},
-			validate:  func(v reflect.Value) []fieldProblem { return asFieldProblems(validate(*v.Interface().(*C))) },
-			store:     func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*C)) },
-			fallbacks: fallbacks,
-		},
+		own:      own,
+		// The limits sit in the task's block itself
+		// (defaults.compact.max_run_time) and resolve the same way.
+		limits: newSpec(key, func(b *Block[C]) *maintenance.TaskLimits { return &b.Limits }, block,
+			maintenance.DefaultTaskLimits, maintenance.TaskLimits.Validate,
+			func(r *Resolved, l maintenance.TaskLimits) { setIn(&r.Limits, key, l) }),
 		// The trigger block resolves field by field through the same
 		// layers, with its own defaults, and is reported at paths like
 		// defaults.compact.trigger.commit_count.
-		trigger: taskSpec{
-			key: key + ".trigger",
-			typ: reflect.TypeFor[trigger.Config](),
-			part: func(ts TaskSet) (reflect.Value, bool) {
-				if b := block(ts); b != nil && b.Trigger != nil {
-					return reflect.ValueOf(b.Trigger), true
-				}
-				return reflect.Value{}, false
-			},
-			defaults: func() reflect.Value {
-				c := trig
-				return reflect.ValueOf(&c)
-			},
-			validate: func(v reflect.Value) []fieldProblem {
-				return asFieldProblems(v.Interface().(*trigger.Config).Validate())
-			},
-			store: func(r *Resolved, v reflect.Value) {
-				if r.Triggers == nil {
-					r.Triggers = map[string]trigger.Config{}
-				}
-				r.Triggers[key] = *v.Interface().(*trigger.Config)
-			},
-		},
+		trigger: newSpec(key+".trigger", func(b *Block[C]) *trigger.Config { return b.Trigger }, block,
+			func() trigger.Config { return trig }, trigger.Config.Validate,
+			func(r *Resolved, c trigger.Config) { setIn(&r.Triggers, key, c) }),
 	}
 }
 
-// specsOf lists what resolves through the layers: every task's own Config,
-// then every task's trigger.
+// newSpec builds the spec of one part T of a task's Block[C]: get returns
+// the part a block holds (nil when absent), block the task's block of a
+// layer (nil when absent).
+func newSpec[C, T any](key string, get func(*Block[C]) *T, block func(TaskSet) *Block[C], defaults func() T, validate func(T) error, store func(*Resolved, T)) taskSpec {
+	return taskSpec{
+		key: key,
+		typ: reflect.TypeFor[T](),
+		part: func(ts TaskSet) (reflect.Value, bool) {
+			if b := block(ts); b != nil {
+				if p := get(b); p != nil {
+					return reflect.ValueOf(p), true
+				}
+			}
+			return reflect.Value{}, false
+		},
+		defaults: func() reflect.Value {
+			c := defaults()
+			return reflect.ValueOf(&c)
+		},
+		validate: func(v reflect.Value) []fieldProblem { return asFieldProblems(validate(*v.Interface().(*T))) },
+		store:    func(r *Resolved, v reflect.Value) { store(r, *v.Interface().(*T)) },
+	}
+}
+
+// setIn sets (*m)[key] to v, making the map if needed.
+func setIn[T any](m *map[string]T, key string, v T) {
+	if *m == nil {
+		*m = map[string]T{}
+	}
+	(*m)[key] = v
+}
+
+// specsOf lists what resolves through the layers: every task's own Config
+// and limits, then every task's trigger.
 func specsOf(ts []task) []taskSpec {
-	out := make([]taskSpec, 0, 2*len(ts))
+	out := make([]taskSpec, 0, 3*len(ts))
 	for _, t := range ts {
-		out = append(out, t.own)
+		out = append(out, t.own, t.limits)
 	}
 	for _, t := range ts {
 		out = append(out, t.trigger)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
@@ -47,11 +48,29 @@ func (v *validator) validate(c *Config) {
 	v.tasks(c)
 }
 
+// catalogRequests applies the defaults of the keys left out and reports
+// the values catalogcall refuses, at their keys.
+func (v *validator) catalogRequests(r *catalogcall.Config) {
+	def := catalogcall.DefaultConfig()
+	if !v.d.isSet("catalog.request_timeout") {
+		r.RequestTimeout = def.RequestTimeout
+	}
+	if !v.d.isSet("catalog.max_attempts") {
+		r.MaxAttempts = def.MaxAttempts
+	}
+	for _, fp := range asFieldProblems(r.Validate()) {
+		if path := "catalog." + fp.field; v.checkable(path) {
+			v.problem(path, "%s (got %v)", fp.msg, fp.value)
+		}
+	}
+}
+
 func (v *validator) catalog(cat *CatalogConfig) {
 	set := v.d.isSet
 	if !v.checkable("catalog") {
 		return
 	}
+	v.catalogRequests(&cat.Requests)
 	if !set("catalog.name") {
 		cat.Name = DefaultCatalogName
 	} else if strings.TrimSpace(cat.Name) == "" && v.checkable("catalog.name") {

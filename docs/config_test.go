@@ -312,6 +312,10 @@ func effective(t *testing.T, c *config.Config, k schemaKey) any {
 		v = resolvedTask(t, r, k.task)
 	}
 	fv := v.FieldByName(k.field)
+	if !fv.IsValid() && !k.trig {
+		// The keys every task block has beside the task's own.
+		fv = reflect.ValueOf(r.Limits[k.task]).FieldByName(k.field)
+	}
 	if !fv.IsValid() {
 		t.Fatalf("%s: the resolved %s config has no field %s", k.path, k.task, k.field)
 	}

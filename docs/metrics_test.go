@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -77,7 +78,11 @@ type metricInfo struct {
 func exportedMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
 	rec := &recordingRegisterer{reg: prometheus.NewRegistry()}
-	maintenance.NewMetrics(rec, metrics.NewTables(true, 10))
+	m := maintenance.NewMetrics(rec, metrics.NewTables(true, 10))
+	// The running-task gauges have series only while a task runs.
+	m.WatchRunning(func() []maintenance.RunningTask {
+		return []maintenance.RunningTask{{Table: "x.y", Task: maintenance.TaskCompact, Started: time.Now()}}
+	})
 	if _, err := server.New(server.DefaultConfig(), server.Deps{Queue: fakeQueue{}, Tasks: maintenance.TaskNames(), Registerer: rec, Gatherer: rec.reg}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,7 @@ type Metrics struct {
 	healthOldest  *prometheus.GaugeVec
 	healthCommits *prometheus.GaugeVec
 	healthTime    *prometheus.GaugeVec
+	taskRunning   *runningCollector
 }
 
 // NewMetrics registers the reconciler's metrics on reg. tables bounds the
@@ -116,6 +118,16 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		healthOldest:  gauge("table_oldest_snapshot_timestamp_seconds", "Timestamp of the table's oldest snapshot, Unix seconds.", tl),
 		healthCommits: gauge("table_commits_since_compaction", "Writers' commits on main since the last compaction.", tl),
 		healthTime:    gauge("table_health_timestamp_seconds", "When the table's health gauges were last measured, Unix seconds.", tl),
+	}
+	m.taskRunning = &runningCollector{tables: tables,
+		running: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_running_seconds"),
+			"How long each task running now has been running, by table and task; gone when it ends.",
+			[]string{tl, metrics.LabelTask}, nil),
+		limit: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "task_max_run_time_seconds"),
+			"The max_run_time of each task running now, by table and task; a task running longer is stuck.",
+			[]string{tl, metrics.LabelTask}, nil)}
+	if reg != nil {
+		reg.MustRegister(m.taskRunning)
 	}
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
@@ -264,4 +276,54 @@ func (m *Metrics) queue(queued, running int) {
 	}
 	m.queueLength.Set(float64(queued))
 	m.running.Set(float64(running))
+}
+
+// WatchRunning makes the running-task gauges read the tasks running now
+// from list, at scrape time.
+func (m *Metrics) WatchRunning(list func() []RunningTask) {
+	if m == nil {
+		return
+	}
+	m.taskRunning.mu.Lock()
+	m.taskRunning.list = list
+	m.taskRunning.mu.Unlock()
+}
+
+// runningCollector computes task_running_seconds and
+// task_max_run_time_seconds when scraped, so a task's series grows while it
+// hangs and disappears as soon as it ends. Tables sharing _other show the
+// task that is furthest past (or least short of) its limit, so a stuck task
+// shows there too.
+type runningCollector struct {
+	running, limit *prometheus.Desc
+	tables         *metrics.Tables
+	mu             sync.Mutex
+	list           func() []RunningTask // nil until a runner watches
+}
+
+func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.running
+	ch <- c.limit
+}
+
+func (c *runningCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	list := c.list
+	c.mu.Unlock()
+	if list == nil {
+		return
+	}
+	type key struct{ table, task string }
+	shown := map[key]RunningTask{}
+	for _, t := range list() {
+		tl, _ := c.tables.Label(t.Table)
+		k := key{tl, t.Task}
+		if prev, ok := shown[k]; !ok || t.RunningFor-t.MaxRunTime > prev.RunningFor-prev.MaxRunTime {
+			shown[k] = t
+		}
+	}
+	for k, t := range shown {
+		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, time.Duration(t.RunningFor).Seconds(), k.table, k.task)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, time.Duration(t.MaxRunTime).Seconds(), k.table, k.task)
+	}
 }

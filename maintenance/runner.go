@@ -54,6 +54,8 @@ type Policy struct {
 	Orphans orphans.Config
 	// Triggers by task; a task without one is due on every pass.
 	Triggers map[string]trigger.Config
+	// Limits by task; a task without them has DefaultTaskLimits.
+	Limits map[string]TaskLimits
 }
 
 // Runner runs maintenance passes over the tables of one catalog.
@@ -77,6 +79,10 @@ type Runner struct {
 	// neighbours is the pass's listing of the catalog's tables for the
 	// orphan task's shared-location check.
 	neighbours *orphans.Listing
+	// running are the tasks running now; progressEvery how often each
+	// logs that it still runs.
+	running       *runningTasks
+	progressEvery time.Duration
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -112,6 +118,9 @@ type Deps struct {
 	// command line sets the poll interval, serve's pass, for every
 	// command. 0: one listing for the Runner's life.
 	PassLength time.Duration
+	// ProgressInterval is how often a running task logs that it still
+	// runs; 0: DefaultProgressInterval.
+	ProgressInterval time.Duration
 }
 
 func NewRunner(d Deps) *Runner {
@@ -130,10 +139,16 @@ func NewRunner(d Deps) *Runner {
 	if d.LockTTL <= 0 {
 		d.LockTTL = time.Minute
 	}
-	return &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
+	if d.ProgressInterval <= 0 {
+		d.ProgressInterval = DefaultProgressInterval
+	}
+	r := &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
-		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now)}
+		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
+		running: newRunningTasks(), progressEvery: d.ProgressInterval}
+	d.Metrics.WatchRunning(r.Running)
+	return r
 }
 
 // Request says what one pass does.
@@ -340,21 +355,29 @@ func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name string, tas
 		// Shutdown or a lost lease: start nothing more.
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("not started: %w", context.Cause(ctx))}
 	}
-	st, err := r.state.Load(ctx, name, task.Name)
+	tctx, end := r.bound(ctx, name, task.Name, pol.limits(task.Name), start)
+	defer end()
+	return r.runBounded(ctx, tctx, tbl, name, task, pol, req, start)
+}
+
+// runBounded is runTask under the task's max_run_time: the task works on
+// tctx; ctx (the pass's) says whether the pass itself was stopped.
+func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name string, task Task, pol Policy, req Request, start time.Time) Outcome {
+	st, err := r.state.Load(tctx, name, task.Name)
 	if err != nil {
 		if !req.DryRun {
-			return Outcome{Status: StatusFailed, failure: err}
+			return overran(Outcome{Status: StatusFailed, failure: err}, tctx)
 		}
 		// A plan writes nothing, so it can still show the work.
-		o := task.run(ctx, r, tbl, pol, req)
+		o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 		o.Trigger = fmt.Sprintf("trigger state unavailable (%v); planned as if due", err)
 		return o
 	}
 	why := joinWhy(req.Why, "forced")
 	if !req.Force {
-		d, err := r.decide(ctx, tbl, task.Name, pol, st, req.Manual, start)
+		d, err := r.decide(tctx, tbl, task.Name, pol, st, req.Manual, start)
 		if err != nil {
-			return Outcome{Status: StatusFailed, failure: err}
+			return overran(Outcome{Status: StatusFailed, failure: err}, tctx)
 		}
 		if !d.Due {
 			// The status already says "not due".
@@ -367,7 +390,7 @@ func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name string, tas
 	}
 	mark := trigger.MarkOf(tbl.Metadata()) // writers' commits after this count next time
 	req.state = st
-	o := task.run(ctx, r, tbl, pol, req)
+	o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 	o.Trigger = why
 	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
 	cancelled := o.failure != nil && ctx.Err() != nil

@@ -68,6 +68,8 @@ type TableRunner interface {
 	// HeldUntil returns, for each of tasks (all when empty) that its
 	// rate_limit holds back now, when a requested run of it may go ahead.
 	HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error)
+	// Running lists the tasks running now, with how long each has run.
+	Running() []RunningTask
 }
 
 var _ TableRunner = (*Runner)(nil)
@@ -644,6 +646,9 @@ type Status struct {
 	Stopping    bool          `json:"stopping,omitempty"`
 	Queue       []QueuedTable `json:"queue"`
 	Running     []QueuedTable `json:"running"`
+	// RunningTasks are the tasks running now, each flagged stuck once it
+	// has run past its max_run_time.
+	RunningTasks []RunningTask `json:"running_tasks"`
 	// Held are requested tasks waiting for their rate_limit to end; each
 	// is queued at its held_until.
 	Held   []HeldRequest `json:"held"`
@@ -665,7 +670,7 @@ func (s *Scheduler) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{Tables: len(s.known), LastPoll: s.lastPoll, LastPollErr: s.lastPollErr, Stopping: s.stopping,
-		Queue: []QueuedTable{}, Running: []QueuedTable{}, Held: []HeldRequest{}, Recent: slices.Clone(s.recent)}
+		Queue: []QueuedTable{}, Running: []QueuedTable{}, RunningTasks: s.r.Running(), Held: []HeldRequest{}, Recent: slices.Clone(s.recent)}
 	for k, e := range s.held {
 		st.Held = append(st.Held, HeldRequest{Table: k.table, Task: k.task, HeldUntil: e.until, Reason: e.reason, Source: e.source})
 	}

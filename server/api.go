@@ -14,10 +14,14 @@
 //
 //	POST /v1/trigger       one Request as JSON; 202 {"queued": [Enqueued]}: when the run happens
 //	POST /v1/alertmanager  Alertmanager webhook (version "4"); 202 {"queued": [...]}
-//	GET  /v1/status        Queue.Status() as JSON
+//	GET  /v1/status        Queue.Status() as JSON (queue, running tables and tasks, held, recent)
 //	GET  /metrics          Prometheus exposition of Deps.Gatherer
 //	GET  /healthz          200 "ok" while the process serves
 //	GET  /readyz           200 when every Deps.Ready check passes, else 503 naming each failure
+//
+// A task stuck past its max_run_time shows in /v1/status (running_tasks[].stuck)
+// and in /metrics, never in the probes: the process still serves its other
+// tables, and restarting it is an operator's decision (see the runbooks).
 //
 // With Config.TokenFile set, the three /v1 endpoints need "Authorization:
 // Bearer <token>"; /v1/status too, because it lists the managed tables and

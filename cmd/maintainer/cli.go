@@ -24,8 +24,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
+	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/metrics"
@@ -264,9 +266,14 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		svc.close()
 		return nil, unavailableError{err}
 	}
+	bounded, err := catalogcall.New(cat, cfg.Catalog.Requests, log)
+	if err != nil {
+		svc.close()
+		return nil, usageError{fmt.Errorf("%s: catalog: %w", cfg.Path, err)}
+	}
 	rows := catalogRows(cfg.Catalog, log)
 	deps := maintenance.Deps{
-		Catalog: cat,
+		Catalog: bounded,
 		// A pass's listing of the catalog's tables is never older than a
 		// poll interval, the age of serve's table list.
 		PassLength:   cfg.Scheduler.PollInterval,
@@ -327,7 +334,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers}, nil
+		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
 	}
 }
 
@@ -340,8 +347,15 @@ func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, 
 			}
 		}
 	}
-	cat, err := catalog.Load(ctx, c.Name, props)
+	// Opening may already ask the catalog (a REST catalog's config), so it
+	// is bounded like any request.
+	lctx, cancel := context.WithTimeout(ctx, c.Requests.RequestTimeout)
+	defer cancel()
+	cat, err := catalog.Load(lctx, c.Name, props)
 	if err != nil {
+		if ctx.Err() == nil && lctx.Err() != nil {
+			err = fmt.Errorf("no answer within %s (catalog.request_timeout): %w", units.FormatDuration(c.Requests.RequestTimeout), err)
+		}
 		// iceberg-go's REST errors for an HTTP status (401, 403, 503) do not
 		// say which server answered; name it (without any userinfo).
 		where := ""

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 )
 
@@ -34,7 +35,8 @@ func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 
 	cat, err := openCatalog(ctx, config.CatalogConfig{
 		Name: "demo", Type: config.CatalogSQL, URI: "file:" + filepath.ToSlash(db),
-		Props: map[string]string{"sql.driver": sqliteshim.ShimName, "sql.dialect": "sqlite"},
+		Props:    map[string]string{"sql.driver": sqliteshim.ShimName, "sql.dialect": "sqlite"},
+		Requests: catalogcall.DefaultConfig(),
 	})
 	if err != nil {
 		t.Fatal(err)

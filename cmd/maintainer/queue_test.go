@@ -36,6 +36,8 @@ func (heldRunner) DueTasks(context.Context, table.Identifier, bool) ([]string, [
 	return nil, nil, nil
 }
 
+func (heldRunner) Running() []maintenance.RunningTask { return []maintenance.RunningTask{} }
+
 func (h heldRunner) HeldUntil(context.Context, table.Identifier, []string) (map[string]time.Time, error) {
 	return h.holds, nil
 }

@@ -206,6 +206,14 @@ func TestRESTConcurrentCommitRetries(t *testing.T) {
 	const name = "events"
 	w := newRESTWarehouse(t, "", name)
 	cfg := w.restConfig(t, "credential_file", restCredential, expireNow)
+	// The hook below appends and reads the whole table inside the catalog's
+	// commit handler, which a loaded machine can stretch past the default
+	// catalog.request_timeout (30s) of the commit it delays.
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = writeFile(t, cfg, strings.Replace(string(text), "\nlock:\n", "\n  request_timeout: 10m\nlock:\n", 1))
 	before := w.state(t, name)
 
 	var mu sync.Mutex

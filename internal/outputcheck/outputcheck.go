@@ -170,7 +170,7 @@ func Missing(doc []byte, paths ...string) ([]string, error) {
 // groups, candidates, the queue... They are [] when empty.
 func Lists() []string {
 	return []string{"compact.groups", "compact.partitions", "dead_delete_files", "commits", "expired", "removed_refs",
-		"candidates", "tasks", "queue", "running", "recent", "reasons", "sources", "queued", "held"}
+		"candidates", "tasks", "queue", "running", "running_tasks", "recent", "reasons", "sources", "queued", "held"}
 }
 
 // Expect fails t for each breach of the conventions in doc (with Lists)

@@ -380,3 +380,21 @@ func GeneratedTable(t testing.TB, opt gen.Options) (*sqlcat.Catalog, *table.Tabl
 	}
 	return cat, tbl, dir
 }
+
+// Files lists the regular files under dir, sorted: what a test compares
+// before and after a run that must leave nothing behind.
+func Files(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("testenv: list %s: %v", dir, err)
+	}
+	slices.Sort(out)
+	return out
+}
