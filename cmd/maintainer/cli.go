@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
@@ -234,28 +235,35 @@ type setupOptions struct {
 	registry prometheus.Registerer // serve: record metrics there
 }
 
-func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
+// setup loads the config and opens the backends and the catalog; the
+// context it returns carries the object-store settings (objectStore), for
+// every use of the env.
+func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context, *env, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log := g.logger()
+	ctx, s3, err := objectStore(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, err := openServices(cfg, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opts.lock {
 		// Never start work the lock backend cannot protect; check it
 		// before touching the catalog.
 		if err := svc.ping(ctx); err != nil {
 			svc.close()
-			return nil, unavailableError{err}
+			return nil, nil, unavailableError{err}
 		}
 	}
-	cat, err := openCatalog(ctx, cfg.Catalog)
+	cat, err := openCatalog(ctx, cfg.Catalog, s3)
 	if err != nil {
 		svc.close()
-		return nil, unavailableError{err}
+		return nil, nil, unavailableError{err}
 	}
 	deps := maintenance.Deps{
 		Catalog:      cat,
@@ -283,7 +291,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
 	}
 	runner := maintenance.NewRunner(deps)
-	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log}, nil
+	return ctx, &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log}, nil
 }
 
 // policyFunc resolves a table's settings from the config and the table's
@@ -301,8 +309,9 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 	}
 }
 
-func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, error) {
-	props := catalogProps(c)
+func openCatalog(ctx context.Context, c config.CatalogConfig, s3 objstore.S3) (catalog.Catalog, error) {
+	// iceberg-go's S3 IO addresses the bucket as the maintainer's store.
+	props := iceberg.Properties(s3.IcebergProps(catalogProps(c)))
 	if c.Type == config.CatalogSQL && props["sql.dialect"] == "sqlite" {
 		if path, ok := sqliteuri.File(c.Properties()["uri"]); ok {
 			if _, err := os.Stat(path); err != nil {
@@ -393,7 +402,7 @@ func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 // printing each table's outcomes in table order as soon as it and the
 // tables before it are done.
 func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel int) error {
-	e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
+	ctx, e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
 	if err != nil {
 		return err
 	}
@@ -407,9 +416,22 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	}
 	results := make([][]maintenance.Outcome, len(idents))
 	done := make([]chan struct{}, len(idents))
+	if len(idents) > 0 && ctx.Err() == nil {
+		// The first table alone: an object store that cannot be reached
+		// fails its first request, before any work (exit 3, as for the
+		// catalog), and the other tables would only wait on it too.
+		results[0] = e.runner.RunTable(ctx, idents[0], req)
+		if err := unreachableFirst(results[0]); err != nil {
+			return unavailableError{err}
+		}
+	}
 	sem := make(chan struct{}, parallel)
 	for i, ident := range idents {
 		done[i] = make(chan struct{})
+		if i == 0 {
+			close(done[i])
+			continue
+		}
 		go func() {
 			defer close(done[i])
 			sem <- struct{}{}
@@ -538,7 +560,7 @@ func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 		Annotations: honours(tableCommandFlags...),
 		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			e, err := g.setup(ctx, setupOptions{})
+			ctx, e, err := g.setup(ctx, setupOptions{})
 			if err != nil {
 				return err
 			}

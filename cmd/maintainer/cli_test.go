@@ -13,6 +13,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
 // A SQLite catalog configured with a plain file URI (as users and the
@@ -35,7 +36,7 @@ func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 	cat, err := openCatalog(ctx, config.CatalogConfig{
 		Name: "demo", Type: config.CatalogSQL, URI: "file:" + filepath.ToSlash(db),
 		Props: map[string]string{"sql.driver": sqliteshim.ShimName, "sql.dialect": "sqlite"},
-	})
+	}, objstore.S3{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
 	"github.com/iceberg-maintainer/maintainer/lock/redislock"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
@@ -80,4 +83,34 @@ func (s *services) ping(ctx context.Context) error {
 		return fmt.Errorf("lock backend %s: %w", s.backend, err)
 	}
 	return nil
+}
+
+// objectStore builds the S3 settings of the catalog's properties over the
+// object_store transport and returns ctx carrying them as iceberg-go's
+// ambient AWS config: every table IO opened under it (metadata read at load
+// time, data files later) and objstore.NewStore use that transport, so no
+// object-store request of the run can hang. A bad S3 property is bad
+// configuration.
+func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (context.Context, objstore.S3, error) {
+	s3, err := objstore.S3Settings(ctx, objstore.NewTransport(cfg.ObjectStore, log), cfg.Catalog.Properties())
+	if err != nil {
+		return nil, objstore.S3{}, usageError{fmt.Errorf("%s: catalog.properties: %w", cfg.Path, err)}
+	}
+	return s3.Context(ctx), s3, nil
+}
+
+// unreachableFirst returns the error of a table whose every task failed
+// because an object store could not be reached (nil otherwise): on the first
+// table of a pass, that is a dependency unreachable before any work.
+func unreachableFirst(outcomes []maintenance.Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	for _, o := range outcomes {
+		if o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) {
+			return nil
+		}
+	}
+	o := outcomes[0]
+	return fmt.Errorf("before any work, on table %s: %w", o.Table, o.Err())
 }

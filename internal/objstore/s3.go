@@ -145,14 +145,15 @@ func (s S3) Context(ctx context.Context) context.Context {
 	return utils.WithAwsConfig(ctx, &cfg)
 }
 
-// IcebergProps returns props with the addressing decided by s spelled as
-// iceberg-go's S3 IO reads it (s3.force-virtual-addressing; it ignores
-// s3.path-style-access), so both clients address the bucket the same way.
+// IcebergProps returns props with s3.path-style-access, which iceberg-go's
+// S3 IO ignores, spelled as the s3.force-virtual-addressing it reads, so
+// both clients address the bucket the same way. Without it the two decide
+// alike already, and props are returned as they are.
 func (s S3) IcebergProps(props map[string]string) map[string]string {
-	out := maps.Clone(props)
-	if out == nil {
-		out = map[string]string{}
+	if _, ok := props[PropS3PathStyleAccess]; !ok {
+		return props
 	}
+	out := maps.Clone(props)
 	out[PropS3ForceVirtualAddressing] = strconv.FormatBool(!s.PathStyle)
 	return out
 }
