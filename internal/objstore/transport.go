@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -134,11 +135,19 @@ func (b *namedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// redacted is the request's URL without its query (a presigned URL carries
-// credentials there).
+// redacted is the request's URL without the X-Amz-* parameters of its
+// query (a presigned URL carries credentials there); the rest (a listing's
+// prefix) says what was asked.
 func redacted(r *http.Request) string {
 	u := *r.URL
-	u.RawQuery, u.User = "", nil
+	u.User = nil
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

@@ -143,9 +143,15 @@ func (s *Server) Hosts() map[string]int {
 // warehouse is s3://bucket/wh on the server; it closes when the test ends.
 func (s *Server) SQLCatalog(t testing.TB, bucket string) *sqlcat.Catalog {
 	t.Helper()
+	return s.SQLCatalogFile(t, bucket, filepath.Join(t.TempDir(), "cat.db"))
+}
+
+// SQLCatalogFile is SQLCatalog on the SQLite file db.
+func (s *Server) SQLCatalogFile(t testing.TB, bucket, db string) *sqlcat.Catalog {
+	t.Helper()
 	props := s.Props()
 	props["type"] = "sql"
-	props["uri"] = sqliteuri.DSN(filepath.Join(t.TempDir(), "cat.db"))
+	props["uri"] = sqliteuri.DSN(db)
 	props[sqlcat.DriverKey] = sqliteshim.ShimName
 	props[sqlcat.DialectKey] = string(sqlcat.SQLite)
 	props["warehouse"] = "s3://" + bucket + "/wh"
