@@ -370,8 +370,8 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 		Long: "Runs each due task on each selected table, under the table's lease. A task is due when its\n" +
 			"trigger says so (--force: always); a due task whose plan finds nothing to do is not_due; a\n" +
 			"table another maintainer is working on is busy. Exit codes: 0 all succeeded, were not due or\n" +
-			"busy; 1 some task failed; 2 bad usage or configuration, nothing ran; 3 the catalog or the\n" +
-			"lock backend was unreachable before any work.",
+			"busy; 1 some task failed; 2 bad usage or configuration, nothing ran; 3 the catalog, the\n" +
+			"lock backend or the object store was unreachable before any work.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if parallel < 1 {
