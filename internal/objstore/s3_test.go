@@ -274,3 +274,66 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("21 attempts accepted")
 	}
 }
+
+// S3Store lists every object below a prefix in pages, in parallel below the
+// top levels, yields a skipped folder instead of listing it, and deletes in
+// DeleteObjects calls of at most MaxDeleteBatch keys, reporting each key a
+// call could not delete.
+func TestS3StoreListsAndDeletesInBatches(t *testing.T) {
+	ctx := t.Context()
+	srv := s3test.Start(t, "b")
+	_, s := settings(t, DefaultConfig(), srv.Props(), nil)
+	client := s.Client()
+	put := func(key string) string {
+		if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+		return "s3://b/" + key
+	}
+	var want []string
+	for i := range 2100 {
+		want = append(want, put(fmt.Sprintf("t/data/p=%d/%04d.parquet", i%3, i)))
+	}
+	want = append(want, put("t/metadata/v1.json"))
+	put("t/data/_temporary/0/x.parquet")
+	put("t/data/") // a folder marker is not a file
+
+	store := NewS3Store(client)
+	var got, skipped []string
+	for fi, err := range store.List(ctx, "s3://b/t", ListOptions{Concurrency: 4, SkipDir: func(dir string) bool {
+		return strings.HasSuffix(dir, "/_temporary")
+	}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Dir {
+			skipped = append(skipped, fi.Path)
+			continue
+		}
+		if fi.Size != 1 || fi.ModTime.IsZero() {
+			t.Errorf("%s: size %d, modified %s", fi.Path, fi.Size, fi.ModTime)
+		}
+		got = append(got, fi.Path)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !slices.Equal(skipped, []string{"s3://b/t/data/_temporary"}) {
+		t.Fatalf("listed %d files (want %d), skipped %v", len(got), len(want), skipped)
+	}
+
+	srv.ResetCounts()
+	deleted, failed := store.Delete(ctx, append(want[:2001:2001], "s3://b/t/data/gone.parquet", "not-a-location"))
+	if len(deleted) != 2002 || len(failed) != 1 || failed["not-a-location"] == nil || srv.Count("DeleteObjects") != 3 {
+		t.Fatalf("deleted %d, failed %v, %d DeleteObjects calls; want 2002 (a missing key counts), 1, 3", len(deleted), failed, srv.Count("DeleteObjects"))
+	}
+	srv.FailWhen(func(op string, _ *http.Request) bool { return op == "DeleteObjects" })
+	deleted, failed = store.Delete(ctx, want[2001:])
+	if len(deleted) != 0 || len(failed) != len(want)-2001 {
+		t.Fatalf("a failing DeleteObjects: deleted %d, failed %d", len(deleted), len(failed))
+	}
+	for p, err := range failed {
+		if !strings.Contains(err.Error(), "AccessDenied") {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+}
