@@ -416,22 +416,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	}
 	results := make([][]maintenance.Outcome, len(idents))
 	done := make([]chan struct{}, len(idents))
-	if len(idents) > 0 && ctx.Err() == nil {
-		// The first table alone: an object store that cannot be reached
-		// fails its first request, before any work (exit 3, as for the
-		// catalog), and the other tables would only wait on it too.
-		results[0] = e.runner.RunTable(ctx, idents[0], req)
-		if err := unreachableFirst(results[0]); err != nil {
-			return unavailableError{err}
-		}
-	}
 	sem := make(chan struct{}, parallel)
 	for i, ident := range idents {
 		done[i] = make(chan struct{})
-		if i == 0 {
-			close(done[i])
-			continue
-		}
 		go func() {
 			defer close(done[i])
 			sem <- struct{}{}
@@ -457,6 +444,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	if err := unreachableBeforeWork(results); err != nil {
+		return unavailableError{err}
 	}
 	if failed {
 		return errTasksFailed

@@ -99,18 +99,24 @@ func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (con
 	return s3.Context(ctx), s3, nil
 }
 
-// unreachableFirst returns the error of a table whose every task failed
-// because an object store could not be reached (nil otherwise): on the first
-// table of a pass, that is a dependency unreachable before any work.
-func unreachableFirst(outcomes []maintenance.Outcome) error {
-	if len(outcomes) == 0 {
-		return nil
-	}
-	for _, o := range outcomes {
-		if o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) {
-			return nil
+// unreachableBeforeWork returns an error naming the first table when every
+// task of the pass failed because an object store could not be reached
+// (refused, unresolvable, no connection): nothing was done, a dependency was
+// unreachable (exit 3, as for the catalog). Otherwise nil.
+func unreachableBeforeWork(results [][]maintenance.Outcome) error {
+	var first *maintenance.Outcome
+	for _, outcomes := range results {
+		for i, o := range outcomes {
+			if o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) {
+				return nil
+			}
+			if first == nil {
+				first = &outcomes[i]
+			}
 		}
 	}
-	o := outcomes[0]
-	return fmt.Errorf("before any work, on table %s: %w", o.Table, o.Err())
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("before any work, on table %s: %w", first.Table, first.Err())
 }
