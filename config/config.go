@@ -42,6 +42,9 @@
 //	  table_label: true
 //	  max_tables: 200
 //	  health_interval: 5m
+//	object_store:              # every S3 request
+//	  request_timeout: 1m      # without progress (connect, headers, each read or write)
+//	  max_attempts: 4
 //	defaults:                  # task settings for every table
 //	  compact:
 //	    target_file_size: 512MiB
@@ -73,6 +76,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
 // Catalog types accepted in catalog.type; iceberg-go registers these names.
@@ -113,8 +117,10 @@ type Config struct {
 	Server    ServerConfig    `yaml:"server"`
 	Scheduler SchedulerConfig `yaml:"scheduler"`
 	Metrics   MetricsConfig   `yaml:"metrics"`
-	Defaults  TaskSet         `yaml:"defaults"`
-	Tables    []TableOverride `yaml:"tables"`
+	// ObjectStore bounds every object-store request (objstore.Config).
+	ObjectStore objstore.Config `yaml:"object_store"`
+	Defaults    TaskSet         `yaml:"defaults"`
+	Tables      []TableOverride `yaml:"tables"`
 	// Path is the file the config was loaded from (the name given to Parse).
 	Path string `yaml:"-"`
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
@@ -150,8 +151,9 @@ tables:
 		},
 		Server: ServerConfig{Listen: ":8080",
 			Alertmanager: AlertmanagerConfig{TableLabel: "table", NamespaceLabel: "namespace", TaskLabel: "task"}},
-		Scheduler: SchedulerConfig{PollInterval: 30 * time.Second, MaxConcurrentTables: 2, ShutdownGrace: time.Minute},
-		Metrics:   MetricsConfig{MaxTables: 200, HealthInterval: 5 * time.Minute},
+		Scheduler:   SchedulerConfig{PollInterval: 30 * time.Second, MaxConcurrentTables: 2, ShutdownGrace: time.Minute},
+		Metrics:     MetricsConfig{MaxTables: 200, HealthInterval: 5 * time.Minute},
+		ObjectStore: objstore.Config{RequestTimeout: time.Minute, MaxAttempts: 4},
 		// A block holds the values of the keys it writes; ForTable below
 		// shows that only those keys override.
 		Defaults: TaskSet{"compact": &Block[compact.Config]{
@@ -316,7 +318,7 @@ defaults:
 		want: []string{
 			`maintainer.yaml:2:3: catalog.typ: unknown key (did you mean "type"?)`,
 			`maintainer.yaml:8:3: lock.backnd: unknown key (did you mean "backend"?)`,
-			`maintainer.yaml:9:1: expire: unknown key (allowed: catalog, lock, server, scheduler, metrics, defaults, tables)`,
+			`maintainer.yaml:9:1: expire: unknown key (allowed: catalog, lock, server, scheduler, metrics, object_store, defaults, tables)`,
 			`maintainer.yaml:13:5: defaults.compact.min_input_file: unknown key (did you mean "min_input_files"?)`,
 		},
 	}, {
@@ -486,6 +488,20 @@ lock:
 			`maintainer.yaml:5:3: catalog.credential_file: cannot read "/nonexistent/credential": no such file or directory`,
 			`maintainer.yaml:6:3: catalog.token_file: must not be empty`,
 			`maintainer.yaml:11:5: lock.redis.password_file: cannot read "/nonexistent/redis": no such file or directory`,
+		},
+	}, {
+		name: "object store",
+		src:  minimal + "object_store:\n  request_timeout: 10ms\n  max_attempts: 0\n",
+		want: []string{
+			`maintainer.yaml:6:3: object_store.request_timeout: must be at least 100ms (got 10ms)`,
+			`maintainer.yaml:7:3: object_store.max_attempts: must be between 1 and 20 (got 0)`,
+		},
+	}, {
+		name: "object store types",
+		src:  minimal + "object_store:\n  request_timeout: soon\n  max_attempts: many\n",
+		want: []string{
+			`maintainer.yaml:6:3: object_store.request_timeout: `,
+			`maintainer.yaml:7:3: object_store.max_attempts: must be an integer (got "many")`,
 		},
 	}, {
 		name: "syntax error",

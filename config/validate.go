@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 )
@@ -44,6 +45,7 @@ func (v *validator) validate(c *Config) {
 		v.problem("scheduler.state_file", "not used with lock.backend redis: trigger state lives in Redis, shared by every replica; remove it")
 	}
 	v.metrics(&c.Metrics)
+	v.objectStore(&c.ObjectStore)
 	v.tables(c)
 	v.tasks(c)
 }
@@ -331,6 +333,26 @@ func (v *validator) metrics(m *MetricsConfig) {
 	case !v.checkable("metrics.health_interval"):
 	case m.HealthInterval < time.Second:
 		v.problem("metrics.health_interval", "must be at least 1s (got %s)", m.HealthInterval)
+	}
+}
+
+// objectStore fills the keys the file leaves out with objstore's defaults
+// and reports objstore's own checks under object_store.
+func (v *validator) objectStore(o *objstore.Config) {
+	if !v.checkable("object_store") {
+		return
+	}
+	def := objstore.DefaultConfig()
+	if !v.d.isSet("object_store.request_timeout") {
+		o.RequestTimeout = def.RequestTimeout
+	}
+	if !v.d.isSet("object_store.max_attempts") {
+		o.MaxAttempts = def.MaxAttempts
+	}
+	for _, fp := range asFieldProblems(o.Validate()) {
+		if p := "object_store." + fp.field; v.checkable(p) {
+			v.problem(p, "%s (got %v)", fp.msg, fp.value)
+		}
 	}
 }
 

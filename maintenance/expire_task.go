@@ -9,8 +9,8 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
-	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
@@ -40,12 +40,12 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	uuid := tbl.Metadata().TableUUID().String()
 	toRetry := req.state.RetryPaths(uuid)
 	rep := &ExpireReport{FilesToRetry: len(toRetry), Expired: []expire.ExpiredSnapshot{}, RemovedRefs: []expire.RemovedRef{}}
-	var store orphans.Store
-	deleter := func() (orphans.Store, error) {
+	var store objstore.Store
+	deleter := func() (objstore.Store, error) {
 		if store != nil {
 			return store, nil
 		}
-		s, err := orphans.NewStore(ctx, tbl, r.props)
+		s, err := objstore.NewStore(ctx, tbl, r.props)
 		if err != nil {
 			return nil, fmt.Errorf("open the store that deletes expired files: %w", err)
 		}

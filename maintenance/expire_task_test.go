@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
@@ -174,7 +175,7 @@ func TestExpireFailedDeletesFailTheRunAndAreRetried(t *testing.T) {
 func addCopies(t *testing.T, srv *s3test.Server, tbl *table.Table, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	client, err := orphans.NewS3Client(ctx, srv.Props())
+	client, err := objstore.NewS3Client(ctx, nil, srv.Props())
 	if err != nil {
 		t.Fatal(err)
 	}

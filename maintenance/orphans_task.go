@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
@@ -34,7 +35,7 @@ type OrphansReport struct {
 }
 
 func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
-	store, err := orphans.NewStore(ctx, tbl, r.props)
+	store, err := objstore.NewStore(ctx, tbl, r.props)
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("open storage of %s: %w", tbl.Location(), err)}
 	}

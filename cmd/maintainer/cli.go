@@ -26,6 +26,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
@@ -243,33 +244,40 @@ type setupOptions struct {
 	registry prometheus.Registerer // serve: record metrics there
 }
 
-func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
+// setup loads the config and opens the backends and the catalog; the
+// context it returns carries the object-store settings (objectStore), for
+// every use of the env.
+func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context, *env, error) {
 	cfg, err := g.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log := g.logger()
+	ctx, s3, err := objectStore(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, err := openServices(cfg, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opts.lock {
 		// Never start work the lock backend cannot protect; check it
 		// before touching the catalog.
 		if err := svc.ping(ctx); err != nil {
 			svc.close()
-			return nil, unavailableError{err}
+			return nil, nil, unavailableError{err}
 		}
 	}
-	cat, err := openCatalog(ctx, cfg.Catalog)
+	cat, err := openCatalog(ctx, cfg.Catalog, s3)
 	if err != nil {
 		svc.close()
-		return nil, unavailableError{err}
+		return nil, nil, unavailableError{err}
 	}
 	bounded, err := catalogcall.New(cat, cfg.Catalog.Requests, log)
 	if err != nil {
 		svc.close()
-		return nil, usageError{fmt.Errorf("%s: catalog: %w", cfg.Path, err)}
+		return nil, nil, usageError{fmt.Errorf("%s: catalog: %w", cfg.Path, err)}
 	}
 	rows := catalogRows(cfg.Catalog, log)
 	deps := maintenance.Deps{
@@ -304,7 +312,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (*env, error) {
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
 	}
 	runner := maintenance.NewRunner(deps)
-	return &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log, rows: rows}, nil
+	return ctx, &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log, rows: rows}, nil
 }
 
 // catalogRows opens a direct reader of a SQL catalog's rows (nil for other
@@ -338,8 +346,9 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 	}
 }
 
-func openCatalog(ctx context.Context, c config.CatalogConfig) (catalog.Catalog, error) {
-	props := catalogProps(c)
+func openCatalog(ctx context.Context, c config.CatalogConfig, s3 objstore.S3) (catalog.Catalog, error) {
+	// iceberg-go's S3 IO addresses the bucket as the maintainer's store.
+	props := iceberg.Properties(s3.IcebergProps(catalogProps(c)))
 	if c.Type == config.CatalogSQL && props["sql.dialect"] == "sqlite" {
 		if path, ok := sqliteuri.File(c.Properties()["uri"]); ok {
 			if _, err := os.Stat(path); err != nil {
@@ -472,7 +481,8 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 			"trigger says so (--force: always); a due task whose plan finds nothing to do is not_due; a\n" +
 			"table another maintainer is working on is busy. Exit codes: 0 all succeeded, were not due or\n" +
 			"busy; 1 some task failed; 2 bad usage or configuration (a selection that matches no table\n" +
-			"included), nothing ran; 3 the catalog or the lock backend was unreachable before any work.",
+			"included), nothing ran; 3 the catalog, the lock backend or the object store was unreachable\n" +
+			"before any work.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if parallel < 1 {
@@ -503,7 +513,7 @@ func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 // printing each table's outcomes in table order as soon as it and the
 // tables before it are done.
 func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel int) error {
-	e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
+	ctx, e, err := g.setup(ctx, setupOptions{lock: !req.DryRun})
 	if err != nil {
 		return err
 	}
@@ -545,6 +555,9 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	if err := unreachableBeforeWork(results); err != nil {
+		return unavailableError{err}
 	}
 	if failed {
 		return errTasksFailed
@@ -652,7 +665,7 @@ func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
 		Annotations: honours(tableCommandFlags...),
 		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			e, err := g.setup(ctx, setupOptions{})
+			ctx, e, err := g.setup(ctx, setupOptions{})
 			if err != nil {
 				return err
 			}

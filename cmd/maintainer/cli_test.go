@@ -14,6 +14,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
 // A SQLite catalog configured with a plain file URI (as users and the
@@ -37,7 +38,7 @@ func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 		Name: "demo", Type: config.CatalogSQL, URI: "file:" + filepath.ToSlash(db),
 		Props:    map[string]string{"sql.driver": sqliteshim.ShimName, "sql.dialect": "sqlite"},
 		Requests: catalogcall.DefaultConfig(),
-	})
+	}, objstore.S3{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func newServeCmd(ctx context.Context, g *globals) *cobra.Command {
 
 func (g *globals) serve(ctx context.Context) error {
 	reg := metrics.NewRegistry()
-	e, err := g.setup(ctx, setupOptions{lock: true, registry: reg})
+	ctx, e, err := g.setup(ctx, setupOptions{lock: true, registry: reg})
 	if err != nil {
 		return err
 	}

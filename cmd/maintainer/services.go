@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
 	"github.com/iceberg-maintainer/maintainer/lock/redislock"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
@@ -80,4 +83,40 @@ func (s *services) ping(ctx context.Context) error {
 		return fmt.Errorf("lock backend %s: %w", s.backend, err)
 	}
 	return nil
+}
+
+// objectStore builds the S3 settings of the catalog's properties over the
+// object_store transport and returns ctx carrying them as iceberg-go's
+// ambient AWS config: every table IO opened under it (metadata read at load
+// time, data files later) and objstore.NewStore use that transport, so no
+// object-store request of the run can hang. A bad S3 property is bad
+// configuration.
+func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (context.Context, objstore.S3, error) {
+	s3, err := objstore.S3Settings(ctx, objstore.NewTransport(cfg.ObjectStore, log), cfg.Catalog.Properties())
+	if err != nil {
+		return nil, objstore.S3{}, usageError{fmt.Errorf("%s: catalog.properties: %w", cfg.Path, err)}
+	}
+	return s3.Context(ctx), s3, nil
+}
+
+// unreachableBeforeWork returns an error naming the first table when every
+// task of the pass failed because an object store could not be reached
+// (refused, unresolvable, no connection): nothing was done, a dependency was
+// unreachable (exit 3, as for the catalog). Otherwise nil.
+func unreachableBeforeWork(results [][]maintenance.Outcome) error {
+	var first *maintenance.Outcome
+	for _, outcomes := range results {
+		for i, o := range outcomes {
+			if o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) {
+				return nil
+			}
+			if first == nil {
+				first = &outcomes[i]
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("before any work, on table %s: %w", first.Table, first.Err())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/procstat"
 )
 
@@ -42,7 +43,7 @@ import (
 func BenchmarkPlanOrphans(b *testing.B) {
 	bt := benchTable(b)
 	cfg := DefaultConfig()
-	store := IOStore{FS: bt.fs(b)}
+	store := objstore.IOStore{FS: bt.fs(b)}
 	var plan *Plan
 	measure(b, func() {
 		var err error
@@ -97,7 +98,7 @@ func BenchmarkRecheckCatchUp(b *testing.B) {
 func benchPlan(b *testing.B) (*benchFixture, *Plan, Config) {
 	bt := benchTable(b)
 	cfg := DefaultConfig()
-	plan, err := PlanTable(context.Background(), bt.tbl, IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
+	plan, err := PlanTable(context.Background(), bt.tbl, objstore.IOStore{FS: bt.fs(b)}, cfg, bt.now, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

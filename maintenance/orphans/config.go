@@ -22,8 +22,8 @@
 //     snapshots share it, and paths are kept as 128-bit hashes.
 //
 // On S3 it lists with paginated ListObjectsV2 (prefixes in parallel) and
-// deletes with batched DeleteObjects through aws-sdk-go-v2 (S3Store); on other
-// stores it uses iceberg-go's IO (IOStore).
+// deletes with batched DeleteObjects through aws-sdk-go-v2 (objstore.S3Store);
+// on other stores it uses iceberg-go's IO (objstore.IOStore).
 package orphans
 
 import (
@@ -55,8 +55,6 @@ const (
 	MinAgeFloor = 24 * time.Hour
 	// DefaultMinAge is Spark's and Flink's default older_than.
 	DefaultMinAge = 72 * time.Hour
-	// MaxDeleteBatch is the most keys one S3 DeleteObjects call accepts.
-	MaxDeleteBatch = 1000
 )
 
 // Config is the orphan-removal policy for one table. The yaml tags are the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
@@ -27,8 +28,8 @@ type TableLoader interface {
 type Options struct {
 	Logger *slog.Logger
 	// BatchSize is the number of paths handed to Store.Delete at once (one
-	// DeleteObjects call on S3); 0 or more than MaxDeleteBatch means
-	// MaxDeleteBatch.
+	// DeleteObjects call on S3); 0 or more than objstore.MaxDeleteBatch
+	// means objstore.MaxDeleteBatch.
 	BatchSize int
 	// beforeDelete, a test hook, runs before each batch is deleted.
 	beforeDelete func(batch int)
@@ -91,7 +92,7 @@ type Failure struct {
 //
 // The returned error is non-nil when anything was refused, cancelled or
 // failed; Result says what was deleted.
-func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, store Store, plan *Plan, cfg Config, opts Options) (*Result, error) {
+func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, store objstore.Store, plan *Plan, cfg Config, opts Options) (*Result, error) {
 	res := &Result{FilesFound: len(plan.Candidates), BytesFound: plan.CandidateBytes()}
 	if plan.Empty() {
 		return res, nil
@@ -99,8 +100,8 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, store Store
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.BatchSize <= 0 || opts.BatchSize > MaxDeleteBatch {
-		opts.BatchSize = MaxDeleteBatch
+	if opts.BatchSize <= 0 || opts.BatchSize > objstore.MaxDeleteBatch {
+		opts.BatchSize = objstore.MaxDeleteBatch
 	}
 	cfg = plan.config(cfg)
 	if err := cfg.Validate(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestOrphansOnFixtures(t *testing.T) {
 			}
 
 			cfg := DefaultConfig()
-			store := IOStore{FS: fs}
+			store := objstore.IOStore{FS: fs}
 			plan, err := PlanTable(ctx, tbl, store, cfg, now, nil)
 			if unreadable(want) {
 				// A snapshot of the fixture cannot be read (its manifest

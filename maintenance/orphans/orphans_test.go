@@ -23,6 +23,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv/avrofile"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
@@ -145,13 +146,13 @@ func (lt *localTable) assertLiveIntact(t *testing.T) {
 	}
 }
 
-func (lt *localTable) store(t *testing.T) Store {
+func (lt *localTable) store(t *testing.T) objstore.Store {
 	t.Helper()
-	s, err := NewStore(context.Background(), lt.tbl, nil)
+	s, err := objstore.NewStore(context.Background(), lt.tbl, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.(IOStore); !ok {
+	if _, ok := s.(objstore.IOStore); !ok {
 		t.Fatalf("NewStore for %s: %T, want IOStore", lt.tbl.Location(), s)
 	}
 	return s
@@ -411,17 +412,17 @@ func copyFile(t *testing.T, src, dst string) {
 
 // failingStore wraps a real store: its listing fails after failAfter files.
 type failingStore struct {
-	Store
+	objstore.Store
 	failAfter int
 	deletes   int
 }
 
-func (s *failingStore) List(ctx context.Context, prefix string, opts ListOptions) iter.Seq2[FileInfo, error] {
-	return func(yield func(FileInfo, error) bool) {
+func (s *failingStore) List(ctx context.Context, prefix string, opts objstore.ListOptions) iter.Seq2[objstore.FileInfo, error] {
+	return func(yield func(objstore.FileInfo, error) bool) {
 		n := 0
 		for fi, err := range s.Store.List(ctx, prefix, opts) {
 			if err == nil && n == s.failAfter {
-				yield(FileInfo{}, errors.New("injected: connection reset while listing page 2"))
+				yield(objstore.FileInfo{}, errors.New("injected: connection reset while listing page 2"))
 				return
 			}
 			n++
@@ -689,7 +690,7 @@ func TestCancelledRunDeletesNothingMore(t *testing.T) {
 
 // ctxBlindStore deletes whatever its context says.
 type ctxBlindStore struct {
-	Store
+	objstore.Store
 	calls int
 }
 
@@ -912,7 +913,7 @@ func TestGCDisabledBetweenBatchesStops(t *testing.T) {
 // committingStore makes the writer's commit land in the last moment: after
 // the catch-up before the batch and before the delete itself.
 type committingStore struct {
-	Store
+	objstore.Store
 	commit func()
 	once   sync.Once
 }
@@ -1054,7 +1055,7 @@ func TestConcurrentWriterLosesNothingSilently(t *testing.T) {
 // watchedStore tells onDelete which paths it is about to delete, and takes
 // as long as a request to a remote store.
 type watchedStore struct {
-	Store
+	objstore.Store
 	onDelete func([]string)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/units"
 )
@@ -254,7 +255,7 @@ func (s scope) relative(l loc) string {
 // location is outside the table or shared, any listing or metadata read
 // fails, or, in prefix_mismatch=error mode, a listed file matches a
 // referenced path only up to its scheme or authority (*MismatchError).
-func PlanTable(ctx context.Context, tbl *table.Table, store Store, cfg Config, now time.Time, otherTableLocations []string) (*Plan, error) {
+func PlanTable(ctx context.Context, tbl *table.Table, store objstore.Store, cfg Config, now time.Time, otherTableLocations []string) (*Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid orphan config: %w", err)
 	}
@@ -306,14 +307,14 @@ func PlanTable(ctx context.Context, tbl *table.Table, store Store, cfg Config, n
 	refs := newRefSet(newHasher(), sc.norm, sc.listLoc.path)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	listed := make(chan FileInfo, listQueue)
+	listed := make(chan objstore.FileInfo, listQueue)
 	go func() {
 		defer close(listed)
 		skipDir := func(dir string) bool {
 			l, err := parseLoc(dir)
 			return err == nil && hiddenSegment(sc.relative(l), p.hiddenFields) != ""
 		}
-		for fi, err := range store.List(runCtx, sc.listRaw, ListOptions{SkipDir: skipDir, Concurrency: cfg.ListConcurrency}) {
+		for fi, err := range store.List(runCtx, sc.listRaw, objstore.ListOptions{SkipDir: skipDir, Concurrency: cfg.ListConcurrency}) {
 			if err != nil {
 				cancel(fmt.Errorf("%w: %s: %w", ErrListing, sc.listRaw, err))
 				return

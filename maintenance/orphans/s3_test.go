@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 )
 
@@ -32,8 +33,8 @@ type s3Table struct {
 	cat    *sqlcat.Catalog
 	tbl    *table.Table
 	client *s3.Client
-	store  *S3Store
-	root   s3Prefix // the table location
+	store  *objstore.S3Store
+	root   s3Loc // the table location
 	rows   int64
 	sum    uint64
 	keys   []string // every object of the table before anything was planted
@@ -51,26 +52,39 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := NewS3Client(ctx, srv.Props())
+	client, err := objstore.NewS3Client(ctx, objstore.NewTransport(objstore.DefaultConfig(), nil), srv.Props())
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := NewStore(ctx, tbl, srv.Props())
+	store, err := objstore.NewStore(ctx, tbl, srv.Props())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s3store, ok := store.(*S3Store)
+	s3store, ok := store.(*objstore.S3Store)
 	if !ok {
 		t.Fatalf("NewStore for %s: %T, want *S3Store", tbl.Location(), store)
 	}
 	st := &s3Table{srv: srv, cat: cat, tbl: tbl, client: client, store: s3store, t0: srv.Clock.Now()}
-	if st.root, err = parseS3(tbl.Location()); err != nil {
-		t.Fatal(err)
-	}
+	st.root = parseS3(t, tbl.Location())
 	st.rows, st.sum = checksum(t, tbl)
 	st.keys = st.list(t, bucket, st.root.key)
 	return st
 }
+
+// s3Loc is an s3:// location split into bucket and key.
+type s3Loc struct{ bucket, key string }
+
+func parseS3(t *testing.T, location string) s3Loc {
+	t.Helper()
+	rest, ok := strings.CutPrefix(location, "s3://")
+	b, k, _ := strings.Cut(rest, "/")
+	if !ok || b == "" {
+		t.Fatalf("%q is not an s3:// location", location)
+	}
+	return s3Loc{bucket: b, key: k}
+}
+
+func (p s3Loc) location(key string) string { return "s3://" + p.bucket + "/" + key }
 
 func (st *s3Table) list(t *testing.T, b, prefix string) []string {
 	t.Helper()
@@ -100,10 +114,7 @@ func (st *s3Table) put(t *testing.T, b, key string, body []byte) string {
 
 func (st *s3Table) get(t *testing.T, location string) []byte {
 	t.Helper()
-	p, err := parseS3(location)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parseS3(t, location)
 	out, err := st.client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(p.bucket), Key: aws.String(p.key)})
 	if err != nil {
 		t.Fatal(err)
@@ -118,11 +129,8 @@ func (st *s3Table) get(t *testing.T, location string) []byte {
 
 func (st *s3Table) exists(t *testing.T, location string) bool {
 	t.Helper()
-	p, err := parseS3(location)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = st.client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(p.bucket), Key: aws.String(p.key)})
+	p := parseS3(t, location)
+	_, err := st.client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(p.bucket), Key: aws.String(p.key)})
 	return err == nil
 }
 

@@ -1,4 +1,4 @@
-package orphans
+package objstore
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"iter"
-	"maps"
 	"strings"
 	"time"
 
@@ -130,28 +129,15 @@ func (s IOStore) Delete(ctx context.Context, paths []string) ([]string, map[stri
 	return deleted, failed
 }
 
-// NewStore returns the store for a table's location: an S3Store
-// (aws-sdk-go-v2 client built by NewS3Client) for s3://, s3a:// and s3n://
-// locations, an IOStore over the table's iceberg-go IO otherwise. props are
-// the catalog properties (s3.endpoint, s3.region, credentials...); s3.*
-// table properties fill in what they leave out.
+// NewStore returns the store for a table's location: an S3Store for s3://,
+// s3a:// and s3n:// locations, an IOStore over the table's iceberg-go IO
+// otherwise. props are the catalog properties (s3.endpoint, s3.region,
+// credentials...); s3.* table properties fill in what they leave out. The
+// S3 client's transport is the ambient one of ctx (see S3Settings).
 func NewStore(ctx context.Context, tbl *table.Table, props map[string]string) (Store, error) {
-	l, err := parseLoc(tbl.Location())
-	if err != nil {
-		return nil, fmt.Errorf("table location: %w", err)
-	}
-	switch l.scheme {
-	case "s3", "s3a", "s3n":
-		merged := maps.Clone(props)
-		if merged == nil {
-			merged = map[string]string{}
-		}
-		for k, v := range tbl.Properties() {
-			if _, ok := merged[k]; !ok && strings.HasPrefix(k, "s3.") {
-				merged[k] = v
-			}
-		}
-		client, err := NewS3Client(ctx, merged)
+	scheme, _, _ := strings.Cut(tbl.Location(), "://")
+	if isS3Scheme(strings.ToLower(scheme)) {
+		client, err := NewS3Client(ctx, nil, TableProps(props, tbl.Properties()))
 		if err != nil {
 			return nil, fmt.Errorf("S3 client for %s: %w", tbl.Location(), err)
 		}

@@ -1,91 +1,19 @@
-package orphans
+package objstore
 
 import (
 	"context"
 	"fmt"
 	"iter"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
-// S3 property keys, the ones iceberg-go's S3 IO (and Java's S3FileIO) read.
-const (
-	PropS3Endpoint        = "s3.endpoint"
-	PropS3Region          = "s3.region"
-	PropClientRegion      = "client.region"
-	PropS3AccessKeyID     = "s3.access-key-id"
-	PropS3SecretAccessKey = "s3.secret-access-key"
-	PropS3SessionToken    = "s3.session-token"
-	// PropS3PathStyleAccess ("true"/"false") chooses path-style requests;
-	// without it, path style is used when an endpoint is set, as in
-	// iceberg-go, unless s3.force-virtual-addressing is true.
-	PropS3PathStyleAccess        = "s3.path-style-access"
-	PropS3ForceVirtualAddressing = "s3.force-virtual-addressing"
-)
-
-// NewS3Client builds an aws-sdk-go-v2 S3 client from table or catalog
-// properties (s3.endpoint, s3.region, s3.access-key-id,
-// s3.secret-access-key, s3.session-token, s3.path-style-access,
-// s3.force-virtual-addressing). What the properties leave out comes from
-// the SDK's default chain (environment, shared config, instance role).
-func NewS3Client(ctx context.Context, props map[string]string, optFns ...func(*s3.Options)) (*s3.Client, error) {
-	var loadOpts []func(*awsconfig.LoadOptions) error
-	region := props[PropS3Region]
-	if region == "" {
-		region = props[PropClientRegion]
-	}
-	if region != "" {
-		loadOpts = append(loadOpts, awsconfig.WithRegion(region))
-	}
-	key, secret := props[PropS3AccessKeyID], props[PropS3SecretAccessKey]
-	switch {
-	case key != "" && secret != "":
-		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(key, secret, props[PropS3SessionToken])))
-	case key != "" || secret != "":
-		return nil, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS config: %w", err)
-	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
-	endpoint := props[PropS3Endpoint]
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_S3_ENDPOINT")
-	}
-	pathStyle := endpoint != ""
-	if v, ok := props[PropS3ForceVirtualAddressing]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", PropS3ForceVirtualAddressing, v, err)
-		}
-		pathStyle = !b
-	}
-	if v, ok := props[PropS3PathStyleAccess]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s=%q: %w", PropS3PathStyleAccess, v, err)
-		}
-		pathStyle = b
-	}
-	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-		o.UsePathStyle = pathStyle
-	}}, optFns...)...), nil
-}
+// MaxDeleteBatch is the most keys one S3 DeleteObjects call accepts.
+const MaxDeleteBatch = 1000
 
 // S3API is the part of *s3.Client that S3Store uses.
 type S3API interface {
@@ -115,15 +43,23 @@ type s3Prefix struct {
 	scheme, bucket, key string
 }
 
+// parseS3 splits scheme://bucket/key; the key is kept as written (object
+// keys are opaque: "a//b" and "a/b" are different objects).
 func parseS3(location string) (s3Prefix, error) {
-	l, err := parseLoc(location)
-	if err != nil {
-		return s3Prefix{}, err
+	scheme, rest, ok := strings.Cut(location, "://")
+	if !ok || !isS3Scheme(strings.ToLower(scheme)) {
+		return s3Prefix{}, fmt.Errorf("%q is not an s3://, s3a:// or s3n:// location", location)
 	}
-	if l.authority == "" {
+	bucket, key, _ := strings.Cut(rest, "/")
+	if bucket == "" {
 		return s3Prefix{}, fmt.Errorf("%q names no bucket", location)
 	}
-	return s3Prefix{scheme: l.scheme, bucket: l.authority, key: strings.TrimPrefix(l.path, "/")}, nil
+	return s3Prefix{scheme: strings.ToLower(scheme), bucket: bucket, key: key}, nil
+}
+
+// isS3Scheme: the schemes an S3Store serves (Hadoop's s3a and s3n too).
+func isS3Scheme(scheme string) bool {
+	return scheme == "s3" || scheme == "s3a" || scheme == "s3n"
 }
 
 func (p s3Prefix) location(key string) string {

@@ -1,0 +1,183 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"strconv"
+
+	"github.com/apache/iceberg-go/utils"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// S3 property keys, the ones iceberg-go's S3 IO (and Java's S3FileIO) read.
+const (
+	PropS3Endpoint        = "s3.endpoint"
+	PropS3Region          = "s3.region"
+	PropClientRegion      = "client.region"
+	PropS3AccessKeyID     = "s3.access-key-id"
+	PropS3SecretAccessKey = "s3.secret-access-key"
+	PropS3SessionToken    = "s3.session-token"
+	PropS3ProxyURI        = "s3.proxy-uri"
+	PropS3RemoteSigning   = "s3.remote-signing-enabled"
+	// PropS3PathStyleAccess ("true"/"false", Java's key) chooses path-style
+	// requests; it wins over PropS3ForceVirtualAddressing, the key
+	// iceberg-go reads. Without either, path style is used when an endpoint
+	// is set, as in iceberg-go.
+	PropS3PathStyleAccess        = "s3.path-style-access"
+	PropS3ForceVirtualAddressing = "s3.force-virtual-addressing"
+)
+
+// S3 are the settings of an S3 client.
+type S3 struct {
+	// AWS holds the region, the credentials (static ones from the
+	// properties, else the SDK's default chain) and the transport.
+	AWS aws.Config
+	// Endpoint is s3.endpoint (or AWS_S3_ENDPOINT); "" = AWS's.
+	Endpoint string
+	// PathStyle: requests name the bucket in the path
+	// (http://endpoint/bucket/key), not in the host name
+	// (http://bucket.endpoint/key).
+	PathStyle bool
+}
+
+// S3Settings builds S3 client settings from properties: the catalog's,
+// with a table's s3.* filling what they leave out (see TableProps). The
+// HTTP client, retryer and middleware come from t; with t nil, from the
+// ambient AWS config of ctx (set by S3.Context), as iceberg-go's S3 IO takes
+// them, so that the maintainer's client and iceberg-go's share them.
+func S3Settings(ctx context.Context, t *Transport, props map[string]string) (S3, error) {
+	if v, _ := strconv.ParseBool(props[PropS3RemoteSigning]); v {
+		// iceberg-go refuses it too; an ambient config must not hide that.
+		return S3{}, fmt.Errorf("%s: remote S3 request signing is not supported", PropS3RemoteSigning)
+	}
+	endpoint := props[PropS3Endpoint]
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_S3_ENDPOINT") // as iceberg-go
+	}
+	pathStyle, err := pathStyle(endpoint, props)
+	if err != nil {
+		return S3{}, err
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	region := props[PropS3Region]
+	if region == "" {
+		region = props[PropClientRegion]
+	}
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
+	}
+	key, secret := props[PropS3AccessKeyID], props[PropS3SecretAccessKey]
+	switch {
+	case key != "" && secret != "":
+		opts = append(opts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(key, secret, props[PropS3SessionToken])))
+	case key != "" || secret != "":
+		return S3{}, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return S3{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	switch ambient := utils.GetAwsConfig(ctx); {
+	case t != nil:
+		var proxy *url.URL
+		if p := props[PropS3ProxyURI]; p != "" {
+			// iceberg-go reads it only without an ambient config.
+			if proxy, err = url.Parse(p); err != nil {
+				return S3{}, fmt.Errorf("%s=%q: %w", PropS3ProxyURI, p, err)
+			}
+		}
+		t.apply(&cfg, proxy)
+	case ambient != nil:
+		cfg.HTTPClient, cfg.Retryer, cfg.RetryMaxAttempts = ambient.HTTPClient, ambient.Retryer, ambient.RetryMaxAttempts
+		cfg.APIOptions = append(cfg.APIOptions, ambient.APIOptions...)
+	}
+	return S3{AWS: cfg, Endpoint: endpoint, PathStyle: pathStyle}, nil
+}
+
+// pathStyle decides the addressing as iceberg-go does (path style with an
+// endpoint, unless s3.force-virtual-addressing says otherwise), except that
+// s3.path-style-access, when set, decides.
+func pathStyle(endpoint string, props map[string]string) (bool, error) {
+	ps := endpoint != ""
+	if v, ok := props[PropS3ForceVirtualAddressing]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%s=%q: %w", PropS3ForceVirtualAddressing, v, err)
+		}
+		ps = !b
+	}
+	if v, ok := props[PropS3PathStyleAccess]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, fmt.Errorf("%s=%q: %w", PropS3PathStyleAccess, v, err)
+		}
+		ps = b
+	}
+	return ps, nil
+}
+
+// Client returns an S3 client with these settings.
+func (s S3) Client(optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(s.AWS, append([]func(*s3.Options){func(o *s3.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+		o.UsePathStyle = s.PathStyle
+	}}, optFns...)...)
+}
+
+// Context returns ctx carrying s.AWS as iceberg-go's ambient AWS config:
+// every iceberg-go S3 IO opened under it (a table's metadata read at load
+// time, its data files later) uses s's HTTP client and retryer, and
+// S3Settings(ctx, nil, ...) takes them from it.
+func (s S3) Context(ctx context.Context) context.Context {
+	cfg := s.AWS
+	return utils.WithAwsConfig(ctx, &cfg)
+}
+
+// IcebergProps returns props with s3.path-style-access, which iceberg-go's
+// S3 IO ignores, spelled as the s3.force-virtual-addressing it reads, so
+// both clients address the bucket the same way. Without it the two decide
+// alike already, and props are returned as they are.
+func (s S3) IcebergProps(props map[string]string) map[string]string {
+	if _, ok := props[PropS3PathStyleAccess]; !ok {
+		return props
+	}
+	out := maps.Clone(props)
+	out[PropS3ForceVirtualAddressing] = strconv.FormatBool(!s.PathStyle)
+	return out
+}
+
+// TableProps returns the catalog properties with the table's s3.*
+// properties filling in the keys they leave out.
+func TableProps(catalog, table map[string]string) map[string]string {
+	merged := maps.Clone(catalog)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for k, v := range table {
+		if _, ok := merged[k]; !ok && len(k) > 3 && k[:3] == "s3." {
+			merged[k] = v
+		}
+	}
+	return merged
+}
+
+// NewS3Client builds an S3 client from properties (see S3Settings).
+func NewS3Client(ctx context.Context, t *Transport, props map[string]string, optFns ...func(*s3.Options)) (*s3.Client, error) {
+	s, err := S3Settings(ctx, t, props)
+	if err != nil {
+		return nil, err
+	}
+	return s.Client(optFns...), nil
+}
