@@ -118,7 +118,7 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
 		changes: map[int64]*snapshotChanges{},
-		log: opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
+		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
 	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, target: plan.TargetFileSize, opts: opts}, paths)
 
 	// Groups are written by a bounded pool; the committer takes them in
