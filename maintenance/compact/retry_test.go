@@ -412,7 +412,9 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 	}
 	ctx := context.Background()
 	stop := make(chan struct{})
-	f := newTable(t, 20, 20, 0)
+	// Many small files: building the rewrite again reads every manifest,
+	// which takes longer than the writer leaves between its commits.
+	f := newTable(t, 200, 5, 0)
 	u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
 	var mu sync.Mutex // guards u.oracle
 	ids := make([]int64, 0, len(u.oracle))
