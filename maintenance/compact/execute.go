@@ -506,10 +506,12 @@ func (e *executor) build(ctx context.Context, batch []groupOutput, batchID strin
 	if err := rw.Commit(ctx); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errStage, err)
 	}
-	st := e.stage(txn, base)
 	next, err := txn.Commit(ctx)
 	if err != nil {
-		return st, nil, err
+		if isDefiniteFailure(err) {
+			return e.stage(txn, base), nil, err
+		}
+		return nil, nil, err
 	}
 	e.current = next
 	return nil, next.CurrentSnapshot(), nil
@@ -576,8 +578,17 @@ func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
 	return out
 }
 
+// backoff is the wait before re-loading after the attempt-th conflict. The
+// first retry does not wait: the conflict says a writer has just committed,
+// so right now is when the longest time until its next commit is left
+// (a waiting retry starts at a random point between a periodic writer's
+// commits). Later ones back off, so that a writer that commits
+// continuously gets through.
 func backoff(attempt int) time.Duration {
-	return min(100*time.Millisecond<<attempt, 5*time.Second)
+	if attempt == 0 {
+		return 0
+	}
+	return min(100*time.Millisecond<<(attempt-1), 5*time.Second)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

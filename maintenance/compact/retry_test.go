@@ -1,9 +1,11 @@
 package compact
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -238,6 +240,9 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 		change func(t *testing.T, f *fixture, u *upserter)
 		// landed: groups committed; conflict: groups that must not be.
 		landed, conflict int
+		// rebuilt: the retry builds the rewrite again instead of
+		// re-applying it.
+		rebuilt bool
 	}{
 		{name: "unrelated append", landed: 2, change: func(t *testing.T, f *fixture, _ *upserter) {
 			if _, err := gen.Append(context.Background(), f.reload(t), f.opt, 2, 100); err != nil {
@@ -256,6 +261,17 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		{name: "manifest rewrite", landed: 2, rebuilt: true, change: func(t *testing.T, f *fixture, _ *upserter) {
+			// The manifests the rewrite replaces are gone from the new
+			// base: it is built again there, not re-applied.
+			txn := f.reload(t).NewTransaction()
+			if _, err := txn.RewriteManifests(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := txn.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{name: "removal of an input", landed: 1, conflict: 1, change: func(t *testing.T, f *fixture, _ *upserter) {
 			// Copy-on-write: the input holding the row is replaced.
 			if _, err := f.reload(t).Delete(context.Background(), iceberg.EqualTo(iceberg.Reference(gen.ColEventID), victim), nil); err != nil {
@@ -287,7 +303,11 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 				}
 				return nil
 			})
-			res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{})
+			var logs bytes.Buffer
+			res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if got := strings.Contains(logs.String(), "building the rewrite again"); got != tc.rebuilt {
+				t.Errorf("rewrite built again: %v, want %v; log:\n%s", got, tc.rebuilt, logs.String())
+			}
 			if tc.conflict > 0 {
 				if !errors.Is(err, ErrConflict) || len(res.GroupsFailed) != tc.conflict {
 					t.Fatalf("want %d group(s) failed with ErrConflict, got %v (result %+v)", tc.conflict, err, res)
