@@ -173,9 +173,15 @@ func (e *executor) reapply(ctx context.Context, st *stagedRewrite, attempt int) 
 	if err := writeManifestList(e.fs.(iceio.WriteFileIO), snap, list); err != nil {
 		return nil, fmt.Errorf("%w: write manifest list %s: %w", errStage, snap.ManifestList, err)
 	}
+	builder, err := table.MetadataBuilderFromBase(meta, e.current.MetadataLocation())
+	if err != nil {
+		e.removeList(snap.ManifestList)
+		return nil, fmt.Errorf("%w: %w", errStage, err)
+	}
 	updates := []table.Update{
 		table.NewAddSnapshotUpdate(&snap),
-		retainingRefUpdate(meta, snap.SnapshotID),
+		// The catalog replaces the ref as a whole: keep main's retention.
+		builder.NewRetainingSnapshotRefUpdate(table.MainBranch, snap.SnapshotID, table.BranchRef),
 	}
 	reqs := []table.Requirement{
 		table.AssertTableUUID(meta.TableUUID()),
@@ -272,26 +278,4 @@ func summaryProp(s *table.Snapshot, key string) string {
 		return ""
 	}
 	return s.Summary.Properties[key]
-}
-
-// retainingRefUpdate moves the main branch to id, keeping the branch's
-// retention settings: the catalog replaces the ref as a whole.
-func retainingRefUpdate(meta table.Metadata, id int64) table.Update {
-	var maxRefAge, maxSnapshotAge int64
-	var minSnapshots int
-	for name, ref := range meta.Refs() {
-		if name != table.MainBranch {
-			continue
-		}
-		if ref.MaxRefAgeMs != nil {
-			maxRefAge = *ref.MaxRefAgeMs
-		}
-		if ref.MaxSnapshotAgeMs != nil {
-			maxSnapshotAge = *ref.MaxSnapshotAgeMs
-		}
-		if ref.MinSnapshotsToKeep != nil {
-			minSnapshots = *ref.MinSnapshotsToKeep
-		}
-	}
-	return table.NewSetSnapshotRefUpdate(table.MainBranch, id, table.BranchRef, maxRefAge, maxSnapshotAge, minSnapshots)
 }
