@@ -579,16 +579,16 @@ func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
 }
 
 // backoff is the wait before re-loading after the attempt-th conflict. The
-// first retry does not wait: the conflict says a writer has just committed,
-// so right now is when the longest time until its next commit is left
-// (a waiting retry starts at a random point between a periodic writer's
-// commits). Later ones back off, so that a writer that commits
-// continuously gets through.
+// first two retries do not wait: a conflict says another writer has just
+// committed, so right now is when the longest time until its next commit
+// is left (a waiting retry starts at a random point between a periodic
+// writer's commits), and a retry costs little. Later ones back off, to
+// spare the catalog when a writer commits continuously.
 func backoff(attempt int) time.Duration {
-	if attempt == 0 {
+	if attempt < 2 {
 		return 0
 	}
-	return min(100*time.Millisecond<<(attempt-1), 5*time.Second)
+	return min(100*time.Millisecond<<(attempt-2), 5*time.Second)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
