@@ -92,6 +92,16 @@ type upserter struct {
 // upsert replaces rows ids (which must be live) with new versions and
 // inserts fresh, returning the first error.
 func (u *upserter) upsert(ctx context.Context, ids []int64, fresh int64) error {
+	return u.commit(ctx, ids, fresh, true)
+}
+
+// remove deletes rows ids, which must be live: an equality-delete file
+// alone.
+func (u *upserter) remove(ctx context.Context, ids []int64) error {
+	return u.commit(ctx, ids, 0, false)
+}
+
+func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert bool) error {
 	tbl, err := u.cat.LoadTable(ctx, u.ident)
 	if err != nil {
 		return err
@@ -139,6 +149,9 @@ func (u *upserter) upsert(ctx context.Context, ids []int64, fresh int64) error {
 	}
 	var data []iceberg.DataFile
 	for df, err := range table.WriteRecords(ctx, tbl, dataRec.Schema(), func(yield func(arrow.RecordBatch, error) bool) { yield(dataRec, nil) }) {
+		if !insert {
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -161,7 +174,11 @@ func (u *upserter) upsert(ctx context.Context, ids []int64, fresh int64) error {
 	}
 	u.commits++
 	for _, id := range newIDs {
-		u.oracle[id] = fmt.Sprintf("%d|v%d", version, version)
+		if insert {
+			u.oracle[id] = fmt.Sprintf("%d|v%d", version, version)
+		} else {
+			delete(u.oracle, id)
+		}
 	}
 	return nil
 }
@@ -236,6 +253,9 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 		// rebuilt: the retry builds the rewrite again instead of
 		// re-applying it.
 		rebuilt bool
+		// deleted: the victim row is deleted (an equality delete) before
+		// the plan.
+		deleted bool
 	}{
 		{name: "unrelated append", landed: 2, change: func(t *testing.T, f *fixture, _ *upserter) {
 			if _, err := gen.Append(context.Background(), f.reload(t), f.opt, 2, 100); err != nil {
@@ -265,6 +285,28 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{name: "removal of a delete file applied to an input", landed: 1, conflict: 1, deleted: true,
+			change: func(t *testing.T, f *fixture, _ *upserter) {
+				// An expunge of a delete file still in force: the row it
+				// deleted is back, and the rewrite read it deleted.
+				tbl := f.reload(t)
+				var del iceberg.DataFile
+				for _, task := range mustTasks(t, tbl) {
+					if len(task.EqualityDeleteFiles) > 0 {
+						del = task.EqualityDeleteFiles[0]
+					}
+				}
+				if del == nil {
+					t.Fatal("no equality delete in force")
+				}
+				txn := tbl.NewTransaction()
+				if err := txn.NewRewrite(nil).DeleteFile(del).Commit(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := txn.Commit(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "removal of an input", landed: 1, conflict: 1, change: func(t *testing.T, f *fixture, _ *upserter) {
 			// Copy-on-write: the input holding the row is replaced.
 			if _, err := f.reload(t).Delete(context.Background(), iceberg.EqualTo(iceberg.Reference(gen.ColEventID), victim), nil); err != nil {
@@ -277,6 +319,13 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 			ctx := context.Background()
 			f := newTable(t, 12, 50, 2)
 			setProps(t, f, tc.props)
+			if tc.deleted {
+				u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
+				if err := u.remove(ctx, []int64{victim}); err != nil {
+					t.Fatal(err)
+				}
+				f.tbl = f.reload(t)
+			}
 			cfg := testConfig()
 			cfg.PartialProgress = true // a conflicting group must not take the other down
 			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
@@ -526,4 +575,13 @@ func eventTimes(ctx context.Context, tbl *table.Table, ids []int64) (keys []int6
 		}
 	}
 	return keys, times, rdr.Err()
+}
+
+func mustTasks(t *testing.T, tbl *table.Table) []table.FileScanTask {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
 }

@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -92,8 +93,9 @@ func (e *executor) sincePlan(meta table.Metadata, head *table.Snapshot) (snaps [
 }
 
 // dropConflicts removes from the batch every group that a commit since the
-// planned snapshot conflicts with: one that removed an input file, or added
-// a position delete or deletion vector that may target one. Equality deletes
+// planned snapshot conflicts with: one that removed an input file or a
+// delete file applied to one, or added a position delete or deletion vector
+// that may target one. Equality deletes
 // are no conflict for files of the current spec: the rewrite keeps the
 // planned data sequence number, so they apply to the new files as to the old.
 func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, conflicted []groupOutput) {
@@ -103,9 +105,15 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 	}
 	byPath := map[string]int{}
 	byPartition := map[string][]int{}
+	byDelete := map[string][]int{} // the delete files applied while reading each group
 	for i, out := range batch {
 		for _, t := range out.g.tasks {
 			byPath[t.File.FilePath()] = i
+			for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
+				if is := byDelete[d.FilePath()]; len(is) == 0 || is[len(is)-1] != i {
+					byDelete[d.FilePath()] = append(is, i)
+				}
+			}
 		}
 		byPartition[out.g.key] = append(byPartition[out.g.key], i)
 	}
@@ -141,6 +149,11 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 					conflict(i, "snapshot %d removed input file %s", s.SnapshotID, f.path)
 				}
 			case f.removed:
+				// The rows it deleted are live again, and the rewrite,
+				// which applied it, would drop them.
+				for _, i := range byDelete[f.path] {
+					conflict(i, "snapshot %d removed delete file %s, which applied to input files", s.SnapshotID, f.path)
+				}
 			case f.content == iceberg.EntryContentEqDeletes:
 				// Rows of an older spec land in partitions of the current
 				// one: a new equality delete may apply to the old files and
