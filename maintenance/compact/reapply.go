@@ -30,7 +30,7 @@ var errRebuild = errors.New("rewrite must be built again on the new base")
 
 // stagedRewrite is one rewrite snapshot that iceberg-go built on a base.
 type stagedRewrite struct {
-	snap     table.Snapshot  // as built, or as last re-applied
+	snap     table.Snapshot  // as built: its manifest list says what it wrote
 	built    *table.Snapshot // the head it was built on (its totals)
 	applied  *table.Snapshot // the head it was last built or re-applied on
 	resolved bool            // own, replaced and known are filled in
@@ -41,8 +41,6 @@ type stagedRewrite struct {
 	replaced map[string]bool
 	// known are the manifests of the heads it was built or re-applied on.
 	known map[string]bool
-	// lists are the manifest lists re-applications wrote and did not land.
-	lists []string
 }
 
 // stage keeps the snapshot txn failed to commit on base, for a retry to
