@@ -531,14 +531,37 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 		if plan.Empty() {
 			continue
 		}
-		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{})
+		// Count the manifests and lists the run opens: the first attempt
+		// reads every manifest of the table (iceberg-go's rewrite reads
+		// each twice), a retry only what was committed since the attempt
+		// before; one that built the rewrite again would read 2N more.
+		var opened atomic.Int64
+		cat := hookCommits(t, f, func(int) error { return nil })
+		cat.wrapIO = func(fs iceio.WriteFileIO) iceio.IO {
+			return &faultyIO{WriteFileIO: fs, openFails: func(path string, _ int) error {
+				if strings.HasSuffix(path, ".avro") {
+					opened.Add(1)
+				}
+				return nil
+			}}
+		}
+		manifests, err := tbl.CurrentSnapshot().Manifests(mustFS(t, tbl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Execute(ctx, cat, cat.table(tbl), plan, cfg, Options{})
 		if err != nil {
 			t.Fatalf("run %d: %v (result %+v)", runs, err, res)
 		}
 		if res.GroupsCommitted != len(plan.Groups) || res.CommitRetries > 3 {
 			t.Fatalf("run %d: %d of %d groups after %d retries", runs, res.GroupsCommitted, len(plan.Groups), res.CommitRetries)
 		}
-		t.Logf("run %d: %d files rewritten, %d retries", runs, res.FilesRewritten, res.CommitRetries)
+		t.Logf("run %d: %d files rewritten, %d retries, %d manifest files opened (the table has %d manifests)",
+			runs, res.FilesRewritten, res.CommitRetries, opened.Load(), len(manifests))
+		if limit := int64(3*len(manifests) + 20*res.CommitRetries); opened.Load() > limit {
+			t.Fatalf("run %d opened %d manifest files in %d retries, more than %d: a retry read the table again",
+				runs, opened.Load(), res.CommitRetries, limit)
+		}
 		runs++
 	}
 	close(stop)
