@@ -117,7 +117,8 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		return res, fmt.Errorf("open table IO: %w", err)
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
-		log: opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
+		changes: map[int64]*snapshotChanges{},
+		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
 	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts}, paths)
 
 	// Groups are written by a bounded pool; the committer takes them in
@@ -203,6 +204,9 @@ type executor struct {
 	log     *slog.Logger
 	current *table.Table
 	batches int
+	// changes caches what each snapshot committed since the plan holds,
+	// read once per run however many attempts check it.
+	changes map[int64]*snapshotChanges
 	// paths rewrite groups: each is tried in turn until one takes the group.
 	paths []rewriter
 }
@@ -315,11 +319,16 @@ func (e *executor) removeFiles(files []iceberg.DataFile) {
 	}
 }
 
-// commit lands one batch of rewritten groups, re-loading and re-checking
-// after a conflict, up to CommitRetries times.
+// commit lands one batch of rewritten groups. After a conflict it re-loads
+// the table, checks what was committed since the plan, drops the groups
+// that conflict with it and re-applies the rest of the rewrite on the new
+// base, up to CommitRetries times.
 func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 	e.batches++
 	batchID := strconv.Itoa(e.batches)
+	var st *stagedRewrite // the rewrite as last built, for a retry to re-apply
+	var dead []iceberg.DataFile
+	deadKnown := false
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// A cancelled run (lost lease, shutdown) commits nothing more.
@@ -339,8 +348,14 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 		if ctx.Err() != nil {
 			continue // cancelled during the walk: the check above discards
 		}
-		snap, err := e.tryCommit(ctx, batch, batchID)
+		if len(conflicted) > 0 {
+			// The staged rewrite holds groups that are gone, and the
+			// deletes it removes were dead for all of them.
+			st, deadKnown = nil, false
+		}
+		snap, err := e.attempt(ctx, batch, batchID, attempt, &st, &dead, &deadKnown)
 		if err == nil {
+			e.res.DeleteFilesDropped += len(dead)
 			e.recordCommit(batch, snap)
 			return
 		}
@@ -367,6 +382,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 		// The catalog may or may not have taken the commit: find out by
 		// looking for our snapshot, and never delete files that may be live.
 		if snap := e.findOwnSnapshot(ctx, batchID); snap != nil {
+			e.res.DeleteFilesDropped += len(dead)
 			e.recordCommit(batch, snap)
 			return
 		}
@@ -375,45 +391,88 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 	}
 }
 
-func (e *executor) unknown(batch []groupOutput, err error) {
-	for _, out := range batch {
-		e.fail(out, fmt.Errorf("%w: %v (written files kept; the orphan pass removes them if they are not live)", ErrCommitUnknown, err))
+// attempt makes one commit of the batch on e.current: it re-applies the
+// staged rewrite st when there is one, or builds it (again) and stages it
+// for the next attempt.
+func (e *executor) attempt(ctx context.Context, batch []groupOutput, batchID string, attempt int,
+	st **stagedRewrite, dead *[]iceberg.DataFile, deadKnown *bool) (*table.Snapshot, error) {
+	if !*deadKnown {
+		found, err := e.deadFor(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errStage, err)
+		}
+		*dead, *deadKnown = found, true
 	}
+	still, err := e.stillDead(*dead)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStage, err)
+	}
+	if len(still) != len(*dead) {
+		*st = nil // it removes a delete file that is live again, or gone
+	}
+	*dead = still
+	if *st != nil {
+		snap, err := e.reapply(ctx, *st, attempt)
+		if !errors.Is(err, errRebuild) {
+			return snap, err
+		}
+		e.log.Info("building the rewrite again on the new base", "err", err)
+		*st = nil
+	}
+	next, snap, err := e.build(ctx, batch, batchID, *dead)
+	*st = next
+	return snap, err
 }
 
-func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID string) (*table.Snapshot, error) {
+// deadFor returns the delete files the batch's commit removes: those the
+// plan found dead that are dead for the groups of this batch.
+func (e *executor) deadFor(ctx context.Context, batch []groupOutput) ([]iceberg.DataFile, error) {
+	switch {
+	case !e.cfg.RemoveDeadDeletes:
+		return nil, nil
+	case len(batch) == len(e.plan.Groups):
+		// Every group of the plan: the plan's decision stands, and
+		// stillDead checks what was committed since.
+		return e.plan.DeadDeletes, nil
+	}
 	paths := map[string]struct{}{}
 	for _, out := range batch {
 		for _, t := range out.g.tasks {
 			paths[t.File.FilePath()] = struct{}{}
 		}
 	}
+	found, err := deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths)
+	if err != nil {
+		return nil, err
+	}
+	// Only deletes the plan found dead may go: they existed at the
+	// planned snapshot, whose sequence number the rewritten rows keep,
+	// so a delete a writer committed since still applies to them
+	// although the decision above cannot see the new files.
+	planned := make(map[string]bool, len(e.plan.DeadDeletes))
+	for _, d := range e.plan.DeadDeletes {
+		planned[d.FilePath()] = true
+	}
 	var dead []iceberg.DataFile
-	switch {
-	case !e.cfg.RemoveDeadDeletes:
-	case !e.cfg.PartialProgress && e.current.CurrentSnapshot().SnapshotID == e.plan.SnapshotID:
-		// Nothing changed since the plan and the batch is every group: the
-		// plan's decision stands, no need to read the manifests again.
-		dead = e.plan.DeadDeletes
-	default:
-		found, err := deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStage, err)
-		}
-		// Only deletes the plan found dead may go: they existed at the
-		// planned snapshot, whose sequence number the rewritten rows keep,
-		// so a delete a writer committed since still applies to them
-		// although the decision above cannot see the new files.
-		planned := make(map[string]bool, len(e.plan.DeadDeletes))
-		for _, d := range e.plan.DeadDeletes {
-			planned[d.FilePath()] = true
-		}
-		for _, d := range found {
-			if planned[d.FilePath()] {
-				dead = append(dead, d)
-			}
+	for _, d := range found {
+		if planned[d.FilePath()] {
+			dead = append(dead, d)
 		}
 	}
+	return dead, nil
+}
+
+func (e *executor) unknown(batch []groupOutput, err error) {
+	for _, out := range batch {
+		e.fail(out, fmt.Errorf("%w: %v (written files kept; the orphan pass removes them if they are not live)", ErrCommitUnknown, err))
+	}
+}
+
+// build builds the rewrite of the batch on e.current through iceberg-go
+// and commits it; when the commit loses a race, the staged rewrite is
+// returned for the next attempt to re-apply.
+func (e *executor) build(ctx context.Context, batch []groupOutput, batchID string, dead []iceberg.DataFile) (*stagedRewrite, *table.Snapshot, error) {
+	base := e.current.CurrentSnapshot()
 	txn := e.current.NewTransaction()
 	rw := txn.NewRewrite(iceberg.Properties{
 		tableprops.SummaryOperation: "compact",
@@ -445,15 +504,17 @@ func (e *executor) tryCommit(ctx context.Context, batch []groupOutput, batchID s
 		}
 	}
 	if err := rw.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %w", errStage, err)
+		return nil, nil, fmt.Errorf("%w: %w", errStage, err)
 	}
 	next, err := txn.Commit(ctx)
 	if err != nil {
-		return nil, err
+		if isDefiniteFailure(err) {
+			return e.stage(txn, base), nil, err
+		}
+		return nil, nil, err
 	}
 	e.current = next
-	e.res.DeleteFilesDropped += len(dead)
-	return next.CurrentSnapshot(), nil
+	return nil, next.CurrentSnapshot(), nil
 }
 
 var errStage = errors.New("stage rewrite")
@@ -502,109 +563,6 @@ func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.S
 	return nil
 }
 
-// dropConflicts removes from the batch every group that a commit since the
-// planned snapshot conflicts with: one that removed an input file, or added
-// a position delete or deletion vector that may target one. Equality deletes
-// are no conflict for files of the current spec: the rewrite keeps the
-// planned data sequence number, so they apply to the new files as to the old.
-func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, conflicted []groupOutput) {
-	head := e.current.CurrentSnapshot()
-	if head == nil || head.SnapshotID == e.plan.SnapshotID {
-		return batch, nil
-	}
-	byPath := map[string]int{}
-	byPartition := map[string][]int{}
-	for i, out := range batch {
-		for _, t := range out.g.tasks {
-			byPath[t.File.FilePath()] = i
-		}
-		byPartition[out.g.key] = append(byPartition[out.g.key], i)
-	}
-	reasons := map[int]error{}
-	conflict := func(i int, format string, args ...any) {
-		if reasons[i] == nil {
-			reasons[i] = fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
-		}
-	}
-	meta := e.current.Metadata()
-	currentSpec := meta.DefaultPartitionSpec()
-	s := head
-	for s != nil && s.SnapshotID != e.plan.SnapshotID {
-		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID {
-			s = parent(meta, s)
-			continue // our own earlier batch
-		}
-		manifests, err := s.Manifests(e.fs)
-		if err != nil {
-			for i := range batch {
-				conflict(i, "cannot check snapshot %d for conflicts: %v", s.SnapshotID, err)
-			}
-			break
-		}
-		for _, m := range manifests {
-			if m.SnapshotID() != s.SnapshotID {
-				continue
-			}
-			for ent, err := range m.Entries(e.fs, false) {
-				if err != nil {
-					for i := range batch {
-						conflict(i, "cannot read manifest %s: %v", m.FilePath(), err)
-					}
-					break
-				}
-				if ent.SnapshotID() != s.SnapshotID {
-					continue
-				}
-				df := ent.DataFile()
-				switch {
-				case ent.Status() == iceberg.EntryStatusDELETED && df.ContentType() == iceberg.EntryContentData:
-					if i, hit := byPath[df.FilePath()]; hit {
-						conflict(i, "snapshot %d removed input file %s", s.SnapshotID, df.FilePath())
-					}
-				case ent.Status() == iceberg.EntryStatusADDED && df.ContentType() == iceberg.EntryContentEqDeletes:
-					// Rows of an older spec land in partitions of the current
-					// one: a new equality delete may apply to the old files and
-					// not the new, or the other way round.
-					for i, out := range batch {
-						if out.g.SpecID != currentSpec {
-							conflict(i, "snapshot %d added equality deletes while files of partition spec %d were rewritten into spec %d",
-								s.SnapshotID, out.g.SpecID, currentSpec)
-						}
-					}
-				case ent.Status() == iceberg.EntryStatusADDED && df.ContentType() == iceberg.EntryContentPosDeletes:
-					if ref := referencedPath(df); ref != "" {
-						if i, hit := byPath[ref]; hit {
-							conflict(i, "snapshot %d added deletes for input file %s", s.SnapshotID, ref)
-						}
-					} else {
-						for _, i := range byPartition[partitionKey(df.SpecID(), df.Partition())] {
-							conflict(i, "snapshot %d added position deletes in partition %s", s.SnapshotID, batch[i].g.Partition)
-						}
-					}
-				}
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return batch, nil // the caller's ctx check handles it
-		}
-		s = parent(meta, s)
-	}
-	if s == nil {
-		for i := range batch {
-			conflict(i, "the main branch no longer descends from planned snapshot %d", e.plan.SnapshotID)
-		}
-	}
-	for i, out := range batch {
-		if err := reasons[i]; err != nil {
-			out.err = err
-			conflicted = append(conflicted, out)
-		} else {
-			ok = append(ok, out)
-		}
-	}
-	return ok, conflicted
-}
-
 func parent(meta table.Metadata, s *table.Snapshot) *table.Snapshot {
 	if s.ParentSnapshotID == nil {
 		return nil
@@ -620,8 +578,17 @@ func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
 	return out
 }
 
+// backoff is the wait before re-loading after the attempt-th conflict. The
+// first two retries do not wait: a conflict says another writer has just
+// committed, so right now is when the longest time until its next commit
+// is left (a waiting retry starts at a random point between a periodic
+// writer's commits), and a retry costs little. Later ones back off, to
+// spare the catalog when a writer commits continuously.
 func backoff(attempt int) time.Duration {
-	return min(100*time.Millisecond<<attempt, 5*time.Second)
+	if attempt < 2 {
+		return 0
+	}
+	return min(100*time.Millisecond<<(attempt-2), 5*time.Second)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -181,6 +181,8 @@ type commitHook struct {
 	}
 	before   func(attempt int) error
 	attempts int
+	// wrapIO, when set, wraps the IO of every table the hook hands out.
+	wrapIO func(iceio.WriteFileIO) iceio.IO
 }
 
 func hookCommits(t *testing.T, f *fixture, before func(attempt int) error) *commitHook {
@@ -197,7 +199,17 @@ func hookCommits(t *testing.T, f *fixture, before func(attempt int) error) *comm
 
 // table returns tbl committing through c.
 func (c *commitHook) table(tbl *table.Table) *table.Table {
-	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), tbl.FS, c)
+	fsF := tbl.FS
+	if c.wrapIO != nil {
+		fsF = func(ctx context.Context) (iceio.IO, error) {
+			fs, err := tbl.FS(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return c.wrapIO(fs.(iceio.WriteFileIO)), nil
+		}
+	}
+	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), fsF, c)
 }
 
 func (c *commitHook) LoadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
