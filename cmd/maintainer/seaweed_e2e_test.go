@@ -50,12 +50,21 @@ type weedWarehouse struct {
 	bucket string
 }
 
+// weedGen is the generated weedTable.
+var weedGen = gen.Options{Namespace: genNamespace, Table: weedTable, Appends: weedAppends, RowsPerAppend: weedRows,
+	Partitions: weedPartitions, Seed: 7}
+
 // newWeedWarehouse generates weedTable in a fresh bucket of the shared
 // server and writes a config for it: the demo's (local lock, trigger state
 // in a file) with extra YAML appended.
 func newWeedWarehouse(t *testing.T, extra string) *weedWarehouse {
 	t.Helper()
-	srv := seaweed.Shared(t)
+	return newWeedWarehouseOn(t, seaweed.Shared(t), weedGen, extra)
+}
+
+// newWeedWarehouseOn is newWeedWarehouse on srv, with the table opt makes.
+func newWeedWarehouseOn(t *testing.T, srv *seaweed.Server, opt gen.Options, extra string) *weedWarehouse {
+	t.Helper()
 	w := &weedWarehouse{srv: srv, bucket: srv.Bucket(t)}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "catalog.db")
@@ -78,11 +87,8 @@ func newWeedWarehouse(t *testing.T, extra string) *weedWarehouse {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	if _, err := gen.Create(t.Context(), cat, gen.Options{
-		Namespace: genNamespace, Table: weedTable, Appends: weedAppends, RowsPerAppend: weedRows,
-		Partitions: weedPartitions, Seed: 7,
-	}); err != nil {
-		t.Fatalf("generate %s on %s: %v", weedTable, srv.Endpoint, err)
+	if _, err := gen.Create(t.Context(), cat, opt); err != nil {
+		t.Fatalf("generate %s on %s: %v", opt.Table, srv.Endpoint, err)
 	}
 
 	var cfg strings.Builder
