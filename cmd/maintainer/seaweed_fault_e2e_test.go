@@ -261,18 +261,5 @@ func TestSeaweedExpiryDeletesStalled(t *testing.T) {
 		t.Fatalf("run 1: %v\nstdout:\n%s\nstderr:\n%s", st, run.stdout.String(), run.stderrText())
 	}
 
-	expired := w.state(t, weedTable)
-	if expired.snapshots != 1 || expired.snapshotID != compacted.snapshotID || expired.rows != compacted.rows || expired.sum != compacted.sum {
-		t.Errorf("after expiry: %+v; want the compaction's snapshot %d alone with its rows", expired, compacted.snapshotID)
-	}
-	if v := w.verify(t, expired.metadata); v.LiveRows != verified.LiveRows || v.Checksum != verified.Checksum {
-		t.Errorf("verifier after expiry: %d rows (%s); want %d (%s)", v.LiveRows, v.Checksum, verified.LiveRows, verified.Checksum)
-	}
-	keys := w.keys(t)
-	expectPresent(t, "after expiry", w.referenced(t), keys)
-	for k := range inputs {
-		if keys[k] {
-			t.Errorf("after expiry: %s, referenced only by expired snapshots, is still there", k)
-		}
-	}
+	w.expectExpired(t, compacted, verified, inputs)
 }
