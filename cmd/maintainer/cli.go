@@ -25,8 +25,8 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/config"
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
-	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
+	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
 	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/internal/units"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
