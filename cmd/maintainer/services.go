@@ -102,8 +102,10 @@ func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (con
 // unreachable watches a pass's outcomes, one at a time as they are printed
 // (the pass does not keep them), for the case where every task failed
 // because an object store could not be reached (refused, unresolvable, no
-// connection): nothing was done, a dependency was unreachable (exit 3, as
-// for the catalog).
+// connection) and none had changed anything before it failed: nothing was
+// done, a dependency was unreachable (exit 3, as for the catalog). A task
+// that committed or deleted before the store went away is a task failed
+// part way (exit 1).
 type unreachable struct {
 	first *maintenance.Outcome
 	other bool // some outcome was not such a failure
@@ -111,7 +113,7 @@ type unreachable struct {
 
 func (u *unreachable) add(o maintenance.Outcome) {
 	switch {
-	case o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable):
+	case o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) || o.Changed():
 		u.other = true
 	case u.first == nil:
 		u.first = &o
