@@ -328,6 +328,7 @@ func catalogRows(c config.CatalogConfig, log *slog.Logger) *sqlcatalog.Rows {
 		log.Debug("SQL catalog rows not read directly", "err", err)
 		return nil
 	}
+	rows.Timeout = c.Requests.RequestTimeout
 	return rows
 }
 
