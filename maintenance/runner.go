@@ -198,6 +198,20 @@ type Outcome struct {
 // Err is the task's failure, if any.
 func (o Outcome) Err() error { return o.failure }
 
+// Changed reports whether the task changed the table or its storage: a
+// compaction commit, an expiry commit or delete, an orphan deleted.
+func (o Outcome) Changed() bool {
+	switch {
+	case o.Compact != nil && len(o.Compact.Commits) > 0:
+		return true
+	case o.Expire != nil && (o.Expire.SnapshotsExpired > 0 || o.Expire.FilesDeleted > 0):
+		return true
+	case o.Orphans != nil && o.Orphans.FilesDeleted > 0:
+		return true
+	}
+	return false
+}
+
 // Tables lists the selected tables of the catalog, sorted. A listing error
 // is ErrUnavailable: nothing has been done yet.
 func (r *Runner) Tables(ctx context.Context) ([]table.Identifier, error) {

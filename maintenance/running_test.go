@@ -76,7 +76,9 @@ func (e *env) loggingRunner(t *testing.T, logs *syncBuffer) *Runner {
 // (stuck once past the limit) and in task_running_seconds; after, neither.
 func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 	e := newEnv(t, 6)
-	const limit = 300 * time.Millisecond
+	// Long enough for planning to reach the writer on a busy machine; the
+	// writer then holds the task until the limit has passed.
+	const limit = 2 * time.Second
 	e.policy.Limits = map[string]TaskLimits{TaskCompact: {MaxRunTime: limit}}
 	logs := &syncBuffer{}
 	r := e.loggingRunner(t, logs)
@@ -122,8 +124,8 @@ func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 	if o.Status != StatusFailed || !errors.Is(o.Err(), ErrMaxRunTime) {
 		t.Fatalf("outcome: %+v (err %v); want failed with ErrMaxRunTime", o, o.Err())
 	}
-	if !strings.Contains(o.Reason, "compact.max_run_time") || !strings.Contains(o.Reason, "300ms") {
-		t.Errorf("reason %q does not name compact.max_run_time and its 300ms", o.Reason)
+	if !strings.Contains(o.Reason, "compact.max_run_time") || !strings.Contains(o.Reason, "2s") {
+		t.Errorf("reason %q does not name compact.max_run_time and its 2s", o.Reason)
 	}
 	if got := e.current(t).SnapshotID; got != snapBefore {
 		t.Errorf("current snapshot %d; want %d (nothing committed)", got, snapBefore)
@@ -146,7 +148,12 @@ func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 		t.Errorf("trigger state does not record the failed attempt: %+v", st)
 	}
 
-	running := <-watched
+	var running []RunningTask
+	select {
+	case running = <-watched:
+	case <-time.After(time.Minute):
+		t.Fatal("the task ended before it reached its writer: nothing was watched while it ran past the limit")
+	}
 	if len(running) != 1 || running[0].Task != TaskCompact || running[0].Table != tableName || !running[0].Stuck ||
 		time.Duration(running[0].MaxRunTime) != limit {
 		t.Errorf("running while past the limit: %+v; want compact on %s, stuck, max_run_time %s", running, tableName, limit)
@@ -158,7 +165,7 @@ func TestMaxRunTimeCancelsARealCompaction(t *testing.T) {
 	if err := json.Unmarshal(doc, &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.RunningTasks) != 1 || st.RunningTasks[0]["stuck"] != true || st.RunningTasks[0]["max_run_duration"] != "300ms" ||
+	if len(st.RunningTasks) != 1 || st.RunningTasks[0]["stuck"] != true || st.RunningTasks[0]["max_run_duration"] != "2s" ||
 		st.RunningTasks[0]["started_at"] == nil || st.RunningTasks[0]["running_for"] == nil {
 		t.Errorf("status running_tasks: %s", doc)
 	}

@@ -328,6 +328,7 @@ func catalogRows(c config.CatalogConfig, log *slog.Logger) *sqlcatalog.Rows {
 		log.Debug("SQL catalog rows not read directly", "err", err)
 		return nil
 	}
+	rows.Timeout = c.Requests.RequestTimeout
 	return rows
 }
 
@@ -538,10 +539,12 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	}
 	failed := false
 	var printErr error
+	var unreach unreachable
 	for i := range idents {
 		<-done[i]
 		for _, o := range results[i] {
 			failed = failed || o.Status == maintenance.StatusFailed
+			unreach.add(o)
 			if printErr == nil {
 				printErr = g.printOutcome(o)
 			}
@@ -556,7 +559,7 @@ func (g *globals) runPass(ctx context.Context, req maintenance.Request, parallel
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	if err := unreachableBeforeWork(results); err != nil {
+	if err := unreach.err(); err != nil {
 		return unavailableError{err}
 	}
 	if failed {

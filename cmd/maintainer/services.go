@@ -109,24 +109,32 @@ func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (con
 	return s3.Context(ctx), s3, nil
 }
 
-// unreachableBeforeWork returns an error naming the first table when every
-// task of the pass failed because an object store could not be reached
-// (refused, unresolvable, no connection): nothing was done, a dependency was
-// unreachable (exit 3, as for the catalog). Otherwise nil.
-func unreachableBeforeWork(results [][]maintenance.Outcome) error {
-	var first *maintenance.Outcome
-	for _, outcomes := range results {
-		for i, o := range outcomes {
-			if o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) {
-				return nil
-			}
-			if first == nil {
-				first = &outcomes[i]
-			}
-		}
+// unreachable watches a pass's outcomes, one at a time as they are printed
+// (the pass does not keep them), for the case where every task failed
+// because an object store could not be reached (refused, unresolvable, no
+// connection) and none had changed anything before it failed: nothing was
+// done, a dependency was unreachable (exit 3, as for the catalog). A task
+// that committed or deleted before the store went away is a task failed
+// part way (exit 1).
+type unreachable struct {
+	first *maintenance.Outcome
+	other bool // some outcome was not such a failure
+}
+
+func (u *unreachable) add(o maintenance.Outcome) {
+	switch {
+	case o.Status != maintenance.StatusFailed || !errors.Is(o.Err(), objstore.ErrUnreachable) || o.Changed():
+		u.other = true
+	case u.first == nil:
+		u.first = &o
 	}
-	if first == nil {
+}
+
+// err names the first table when every outcome added was such a failure;
+// otherwise nil.
+func (u *unreachable) err() error {
+	if u.other || u.first == nil {
 		return nil
 	}
-	return fmt.Errorf("before any work, on table %s: %w", first.Table, first.Err())
+	return fmt.Errorf("before any work, on table %s: %w", u.first.Table, u.first.Err())
 }

@@ -125,8 +125,10 @@ func (c *Catalog) ListNamespaces(ctx context.Context, parent table.Identifier) (
 	})
 }
 
-// ListTables lists the tables of ns. The listing is read in full under one
-// attempt's timeout before any is yielded, so a retry cannot repeat tables.
+// ListTables lists the tables of ns. The listing is read in full before any
+// is yielded, so a retry cannot repeat tables; RequestTimeout bounds the
+// wait for each table of it, not the whole listing, so a catalog of many
+// pages that keeps answering is not taken for one that stopped.
 func (c *Catalog) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2[table.Identifier, error] {
 	return func(yield func(table.Identifier, error) bool) {
 		got, err := retry(ctx, c, "list tables", func(ctx context.Context) ([]table.Identifier, error) {
@@ -136,6 +138,7 @@ func (c *Catalog) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2
 					return nil, err
 				}
 				out = append(out, ident)
+				progressed(ctx)
 			}
 			return out, nil
 		})
@@ -184,8 +187,13 @@ func retry[T any](ctx context.Context, c *Catalog, what string, call func(contex
 // goroutine so that one that ignores its context cannot hold the caller past
 // the timeout; its late answer is dropped.
 func attempt[T any](ctx context.Context, c *Catalog, what string, call func(context.Context) (T, error)) (T, error) {
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The deadline is a timer a call may push back (progressed) while it
+	// reads a long answer.
+	timer := time.AfterFunc(c.cfg.RequestTimeout, cancel)
+	defer timer.Stop()
+	cctx = context.WithValue(cctx, progressKey{}, func() { timer.Reset(c.cfg.RequestTimeout) })
 	defer waiting.Begin(ctx, "catalog: "+what)()
 	type answer struct {
 		v   T
@@ -207,7 +215,17 @@ func attempt[T any](ctx context.Context, c *Catalog, what string, call func(cont
 		if ctx.Err() != nil {
 			return zero, context.Cause(ctx)
 		}
-		return zero, c.timeout(cctx.Err())
+		return zero, c.timeout(context.DeadlineExceeded)
+	}
+}
+
+type progressKey struct{}
+
+// progressed tells the attempt running under ctx that its call is still
+// receiving its answer: the request timeout starts again.
+func progressed(ctx context.Context) {
+	if f, ok := ctx.Value(progressKey{}).(func()); ok {
+		f()
 	}
 }
 

@@ -253,3 +253,53 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// slowList yields its tables one at a time, each after a pause shorter
+// than the request timeout: a long listing that keeps answering.
+type slowList struct {
+	Inner
+	pause time.Duration
+	n     int
+}
+
+func (s *slowList) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2[table.Identifier, error] {
+	return func(yield func(table.Identifier, error) bool) {
+		for i := range s.n {
+			select {
+			case <-time.After(s.pause):
+			case <-ctx.Done():
+				yield(nil, ctx.Err())
+				return
+			}
+			if !yield(table.Identifier{"db", fmt.Sprintf("t%d", i)}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// request_timeout bounds the wait for each table of a listing, not the
+// whole listing: one that takes 4 timeouts but keeps answering is read
+// whole, in one attempt.
+func TestLongListingThatKeepsAnsweringIsRead(t *testing.T) {
+	f, _ := newFaulty(t)
+	s := &slowList{Inner: f, pause: 40 * time.Millisecond, n: 10}
+	c := wrap(t, s, Config{RequestTimeout: 100 * time.Millisecond, MaxAttempts: 1})
+	var got int
+	for _, err := range c.ListTables(t.Context(), table.Identifier{"db"}) {
+		if err != nil {
+			t.Fatalf("listing of 10 tables, 40ms apart, with a 100ms timeout: %v", err)
+		}
+		got++
+	}
+	if got != 10 {
+		t.Fatalf("listed %d tables, want 10", got)
+	}
+	// A listing that stops answering still fails within the timeout.
+	s.pause = time.Hour
+	for _, err := range c.ListTables(t.Context(), table.Identifier{"db"}) {
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("stalled listing: %v, want ErrTimeout", err)
+		}
+	}
+}

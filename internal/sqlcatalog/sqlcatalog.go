@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 )
@@ -24,6 +25,18 @@ type Rows struct {
 	// placeholder renders the n-th (1-based) bind parameter of the
 	// dialect.
 	placeholder func(n int) string
+	// Timeout bounds each query (catalog.request_timeout), so a database
+	// that stops answering fails the query instead of holding a pass; 0:
+	// the caller's context alone.
+	Timeout time.Duration
+}
+
+// bound is ctx with the query timeout.
+func (r *Rows) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.Timeout)
 }
 
 // Open connects to the database of a SQL catalog with the driver and URI
@@ -62,6 +75,8 @@ func (r *Rows) MetadataLocation(ctx context.Context, ident table.Identifier) (st
 	ns := ident[:len(ident)-1]
 	q := fmt.Sprintf("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = %s AND table_name = %s AND table_namespace IN (%s, %s)",
 		r.placeholder(1), r.placeholder(2), r.placeholder(3), r.placeholder(4))
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	var loc sql.NullString
 	err := r.db.QueryRowContext(ctx, q, r.catalog, ident[len(ident)-1], strings.Join(ns, "."), encodedNamespace(ns)).Scan(&loc)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -76,6 +91,8 @@ func (r *Rows) MetadataLocation(ctx context.Context, ident table.Identifier) (st
 // CatalogNames are the distinct catalog names that have rows in
 // iceberg_tables, sorted.
 func (r *Rows) CatalogNames(ctx context.Context) ([]string, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	rows, err := r.db.QueryContext(ctx, "SELECT DISTINCT catalog_name FROM iceberg_tables ORDER BY catalog_name")
 	if err != nil {
 		return nil, fmt.Errorf("list the catalog names of iceberg_tables: %w", err)

@@ -1,9 +1,12 @@
 package sqlcatalog
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
@@ -72,6 +75,16 @@ func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
 	if err != nil || !slices.Equal(names, []string{"prod"}) {
 		t.Errorf("catalog names %v, %v; want [prod]", names, err)
 	}
+	// A query that cannot finish within Timeout fails rather than holding
+	// the pass (catalog.request_timeout).
+	rows.Timeout = time.Nanosecond
+	if _, err := rows.MetadataLocation(ctx, table.Identifier{"db", "t"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("metadata location past the timeout: %v, want a deadline error", err)
+	}
+	if _, err := rows.CatalogNames(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("catalog names past the timeout: %v, want a deadline error", err)
+	}
+	rows.Timeout = 0
 	if _, err := Open("x", "oracle", "", "prod"); err == nil {
 		t.Error("an unknown dialect opened")
 	}

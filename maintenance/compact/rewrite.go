@@ -136,6 +136,10 @@ func (s *splitter) room(fileRows int64) int64 {
 		mid := float64(s.sizes.min+s.sizes.max) / 2
 		per = min(int64(mid/s.rowBytes), rows)
 	}
+	// A file holds one row at least: with rows larger than the size range
+	// (blobs against a 1 MiB target) per is 0, and an empty file would end
+	// before taking any row, over and over.
+	per = max(per, 1)
 	return max(per-fileRows, 0)
 }
 

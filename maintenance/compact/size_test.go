@@ -290,3 +290,19 @@ func TestFilesLandInRangeWhenTheCodecChanges(t *testing.T) {
 		})
 	}
 }
+
+// Rows larger than the size range (blobs against a 1 MiB target) still
+// go one to a file: a file that ends before taking a row would end again
+// and again, and the rewrite would spin without end.
+func TestSplitterGivesEveryFileARow(t *testing.T) {
+	_, lo, hi, _ := Sizes(Config{TargetFileSize: MinTargetFileSize}, nil)
+	sizes := fileSizes{target: MinTargetFileSize, min: lo, max: hi}
+	s := newSplitter(sizes, &Group{Bytes: 20 << 20, Records: 10})
+	for written := int64(0); written < 10; written++ {
+		room := s.room(0)
+		if room < 1 {
+			t.Fatalf("after %d rows, an empty file takes %d rows", written, room)
+		}
+		s.took(1)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 type fixture struct {
@@ -230,21 +230,7 @@ func localPath(p string) string {
 }
 
 // filesOnDisk lists every regular file under dir.
-func filesOnDisk(t testing.TB, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			out = append(out, p)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
-}
+func filesOnDisk(t testing.TB, dir string) []string { return testenv.Files(t, dir) }
 
 func snapshotIDs(tbl *table.Table) []int64 {
 	var ids []int64
