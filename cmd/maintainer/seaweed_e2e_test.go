@@ -50,12 +50,21 @@ type weedWarehouse struct {
 	bucket string
 }
 
+// weedGen is the generated weedTable.
+var weedGen = gen.Options{Namespace: genNamespace, Table: weedTable, Appends: weedAppends, RowsPerAppend: weedRows,
+	Partitions: weedPartitions, Seed: 7}
+
 // newWeedWarehouse generates weedTable in a fresh bucket of the shared
 // server and writes a config for it: the demo's (local lock, trigger state
 // in a file) with extra YAML appended.
 func newWeedWarehouse(t *testing.T, extra string) *weedWarehouse {
 	t.Helper()
-	srv := seaweed.Shared(t)
+	return newWeedWarehouseOn(t, seaweed.Shared(t), weedGen, extra)
+}
+
+// newWeedWarehouseOn is newWeedWarehouse on srv, with the table opt makes.
+func newWeedWarehouseOn(t *testing.T, srv *seaweed.Server, opt gen.Options, extra string) *weedWarehouse {
+	t.Helper()
 	w := &weedWarehouse{srv: srv, bucket: srv.Bucket(t)}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "catalog.db")
@@ -78,11 +87,8 @@ func newWeedWarehouse(t *testing.T, extra string) *weedWarehouse {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	if _, err := gen.Create(t.Context(), cat, gen.Options{
-		Namespace: genNamespace, Table: weedTable, Appends: weedAppends, RowsPerAppend: weedRows,
-		Partitions: weedPartitions, Seed: 7,
-	}); err != nil {
-		t.Fatalf("generate %s on %s: %v", weedTable, srv.Endpoint, err)
+	if _, err := gen.Create(t.Context(), cat, opt); err != nil {
+		t.Fatalf("generate %s on %s: %v", opt.Table, srv.Endpoint, err)
 	}
 
 	var cfg strings.Builder
@@ -245,6 +251,29 @@ func (w *weedWarehouse) expectCompacted(t *testing.T, what string, before tableS
 	return after, keys
 }
 
+// expectExpired checks that expiry left the compaction's snapshot alone
+// with its rows (by iceberg-go, and by the verifier, whose reading of
+// compacted was verified), every referenced file and none of inputs, the
+// files of the expired snapshots. It returns the table's state and objects.
+func (w *weedWarehouse) expectExpired(t *testing.T, compacted tableState, verified testenv.VerifyResult, inputs map[string]bool) (tableState, map[string]bool) {
+	t.Helper()
+	expired := w.state(t, weedTable)
+	if expired.snapshots != 1 || expired.snapshotID != compacted.snapshotID || expired.rows != compacted.rows || expired.sum != compacted.sum {
+		t.Errorf("after expiry: %+v; want the compaction's snapshot %d alone, %d rows (%016x)", expired, compacted.snapshotID, compacted.rows, compacted.sum)
+	}
+	if v := w.verify(t, expired.metadata); v.LiveRows != verified.LiveRows || v.Checksum != verified.Checksum {
+		t.Errorf("verifier after expiry: %d rows (%s); want %d (%s)", v.LiveRows, v.Checksum, verified.LiveRows, verified.Checksum)
+	}
+	keys := w.keys(t)
+	expectPresent(t, "after expiry", w.referenced(t), keys)
+	for k := range inputs {
+		if keys[k] {
+			t.Errorf("after expiry: %s, referenced only by expired snapshots, is still there", k)
+		}
+	}
+	return expired, keys
+}
+
 // On SeaweedFS, one task at a time as a CronJob would run them: compaction
 // keeps the rows and deletes nothing (its inputs stay until expiry); expiry
 // keeps the compaction's snapshot and deletes the writers' data files; orphan
@@ -281,20 +310,7 @@ func TestSeaweedRunTasks(t *testing.T) {
 	if e := w.runTask(t, "expire").Expire; e == nil || e.SnapshotsExpired != weedAppends {
 		t.Errorf("expiry %+v; want %d snapshots expired", e, weedAppends)
 	}
-	expired := w.state(t, weedTable)
-	if expired.snapshots != 1 || expired.snapshotID != compacted.snapshotID || expired.rows != before.rows || expired.sum != before.sum {
-		t.Errorf("after expiry: %+v; want the compaction's snapshot %d alone, %d rows (%016x)", expired, compacted.snapshotID, before.rows, before.sum)
-	}
-	if v := w.verify(t, expired.metadata); v.LiveRows != verifiedBefore.LiveRows || v.Checksum != verifiedBefore.Checksum {
-		t.Errorf("verifier after expiry: %d rows (%s); want %d (%s)", v.LiveRows, v.Checksum, verifiedBefore.LiveRows, verifiedBefore.Checksum)
-	}
-	keys2 := w.keys(t)
-	expectPresent(t, "after expiry", w.referenced(t), keys2)
-	for k := range inputs {
-		if keys2[k] {
-			t.Errorf("after expiry: %s, referenced only by expired snapshots, is still there", k)
-		}
-	}
+	expired, keys2 := w.expectExpired(t, compacted, verifiedBefore, inputs)
 	if n := len(parquetKeys(keys2)); n != weedPartitions {
 		t.Errorf("after expiry: %d data objects; want the %d compacted ones", n, weedPartitions)
 	}

@@ -90,9 +90,19 @@ func (s *services) ping(ctx context.Context) error {
 // ambient AWS config: every table IO opened under it (metadata read at load
 // time, data files later) and objstore.NewStore use that transport, so no
 // object-store request of the run can hang. A bad S3 property is bad
-// configuration.
+// configuration, and so is a broken AWS environment (AWS_PROFILE naming a
+// missing profile) when the catalog properties say the catalog is on S3
+// (objstore.UsesS3). When they do not, that environment must not stop a
+// local warehouse: the run goes on without the settings, and a table that
+// is on S3 after all fails on the same environment when iceberg-go opens
+// its IO.
 func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (context.Context, objstore.S3, error) {
-	s3, err := objstore.S3Settings(ctx, objstore.NewTransport(cfg.ObjectStore, log), cfg.Catalog.Properties())
+	props := cfg.Catalog.Properties()
+	s3, err := objstore.S3Settings(ctx, objstore.NewTransport(cfg.ObjectStore, log), props)
+	if errors.Is(err, objstore.ErrAWSEnvironment) && !objstore.UsesS3(props) {
+		log.Debug("no S3 settings: the catalog properties name no S3 location", "err", err)
+		return ctx, objstore.S3{}, nil
+	}
 	if err != nil {
 		return nil, objstore.S3{}, usageError{fmt.Errorf("%s: catalog.properties: %w", cfg.Path, err)}
 	}

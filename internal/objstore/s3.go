@@ -2,11 +2,13 @@ package objstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/apache/iceberg-go/utils"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,6 +34,25 @@ const (
 	PropS3PathStyleAccess        = "s3.path-style-access"
 	PropS3ForceVirtualAddressing = "s3.force-virtual-addressing"
 )
+
+// ErrAWSEnvironment marks S3 settings that could not be built because of
+// the AWS environment (AWS_PROFILE naming a missing profile, a broken shared
+// config file), not because of a property.
+var ErrAWSEnvironment = errors.New("load AWS config")
+
+// UsesS3 says whether catalog properties say the catalog keeps tables on
+// S3: an s3.* property, or an s3:// (s3a://, s3n://) warehouse. Without
+// either, a catalog may still hold S3 tables (credentials and region from
+// the environment alone), but nothing in the config says so.
+func UsesS3(props map[string]string) bool {
+	for k := range props {
+		if strings.HasPrefix(k, "s3.") {
+			return true
+		}
+	}
+	scheme, _, ok := strings.Cut(props["warehouse"], "://")
+	return ok && isS3Scheme(strings.ToLower(scheme))
+}
 
 // S3 are the settings of an S3 client.
 type S3 struct {
@@ -80,22 +101,24 @@ func S3Settings(ctx context.Context, t *Transport, props map[string]string) (S3,
 	case key != "" || secret != "":
 		return S3{}, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
 	}
+	var proxy *url.URL
+	if p := props[PropS3ProxyURI]; p != "" && t != nil {
+		// iceberg-go reads it only without an ambient config.
+		if proxy, err = url.Parse(p); err != nil {
+			return S3{}, fmt.Errorf("%s=%q: %w", PropS3ProxyURI, p, err)
+		}
+	}
+	// Every property is checked by now: what fails from here on is the
+	// AWS environment (a profile, a config file).
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return S3{}, fmt.Errorf("load AWS config: %w", err)
+		return S3{}, fmt.Errorf("%w: %w", ErrAWSEnvironment, err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
 	switch ambient := utils.GetAwsConfig(ctx); {
 	case t != nil:
-		var proxy *url.URL
-		if p := props[PropS3ProxyURI]; p != "" {
-			// iceberg-go reads it only without an ambient config.
-			if proxy, err = url.Parse(p); err != nil {
-				return S3{}, fmt.Errorf("%s=%q: %w", PropS3ProxyURI, p, err)
-			}
-		}
 		t.apply(&cfg, proxy)
 	case ambient != nil:
 		cfg.HTTPClient, cfg.Retryer, cfg.RetryMaxAttempts = ambient.HTTPClient, ambient.Retryer, ambient.RetryMaxAttempts

@@ -337,3 +337,20 @@ func TestS3StoreListsAndDeletesInBatches(t *testing.T) {
 		}
 	}
 }
+
+// A catalog is on S3 by its properties when one is an s3.* key or its
+// warehouse is an S3 location; a local or unnamed warehouse is not.
+func TestUsesS3(t *testing.T) {
+	for props, want := range map[*map[string]string]bool{
+		{"warehouse": "s3://lake/wh"}:                     true,
+		{"warehouse": "S3A://lake/wh"}:                    true,
+		{"warehouse": "file:///data/wh", "s3.region": ""}: true,
+		{"warehouse": "file:///data/wh", "uri": "x"}:      false,
+		{"warehouse": "lake"}:                             false,
+		{}:                                                false,
+	} {
+		if got := UsesS3(*props); got != want {
+			t.Errorf("UsesS3(%v) = %v; want %v", *props, got, want)
+		}
+	}
+}

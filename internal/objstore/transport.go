@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
 )
 
 // ErrUnreachable marks a request whose connection to the object store could
@@ -110,29 +113,44 @@ func (c *progressConn) Write(p []byte) (int, error) {
 }
 
 // namedBodies makes a failed read of a response body name the request: a
-// body is read after the SDK returned, so no SDK error names it.
+// body is read after the SDK returned, so no SDK error names it. It also
+// records each request as in flight (package waiting) in the recorder of
+// its context, the task's, from sending it until its body is read to the
+// end, fails or is closed: a stalled download is still waited on.
 type namedBodies struct{ c aws.HTTPClient }
 
 func (n namedBodies) Do(r *http.Request) (*http.Response, error) {
+	what := r.Method + " " + redacted(r)
+	end := waiting.Begin(r.Context(), "object store: "+what)
 	resp, err := n.c.Do(r)
 	if err != nil || resp.Body == nil {
+		end()
 		return resp, err
 	}
-	resp.Body = &namedBody{ReadCloser: resp.Body, what: r.Method + " " + redacted(r)}
+	resp.Body = &namedBody{ReadCloser: resp.Body, what: what, end: sync.OnceFunc(end)}
 	return resp, nil
 }
 
 type namedBody struct {
 	io.ReadCloser
 	what string
+	end  func() // the request is no longer waited on
 }
 
 func (b *namedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		err = fmt.Errorf("read the response of %s: %w", b.what, err)
+	if err != nil {
+		b.end()
+		if !errors.Is(err, io.EOF) {
+			err = fmt.Errorf("read the response of %s: %w", b.what, err)
+		}
 	}
 	return n, err
+}
+
+func (b *namedBody) Close() error {
+	b.end()
+	return b.ReadCloser.Close()
 }
 
 // redacted is the request's URL without the X-Amz-* parameters of its
