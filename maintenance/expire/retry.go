@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/catchup"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
@@ -19,11 +20,6 @@ import (
 // metadata, caught up after the deletes, references: a writer committed it
 // while it was being deleted, and the table has lost a live file.
 var ErrDeletedReferenced = errors.New("deleted files that the table references")
-
-// Loader re-loads a table; the catalog satisfies it.
-type Loader interface {
-	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
-}
 
 // RetryOptions carry what RetryDeletes needs besides the paths.
 type RetryOptions struct {
@@ -73,7 +69,7 @@ func (r *RetryResult) Unreachable() bool { return r.Failed > 0 && r.unreachable 
 // or the table has gc.enabled=false or another UUID, nothing more is deleted
 // and the rest stay to retry. Paths that fail again are returned in
 // FailedPaths, with an ErrDeleteFailed error.
-func RetryDeletes(ctx context.Context, cat Loader, tbl *table.Table, paths []string, cfg Config, opts RetryOptions) (*RetryResult, error) {
+func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths []string, cfg Config, opts RetryOptions) (*RetryResult, error) {
 	res := &RetryResult{Files: len(paths), failed: paths}
 	if len(paths) == 0 {
 		return res, nil
@@ -189,7 +185,7 @@ func RetryDeletes(ctx context.Context, cat Loader, tbl *table.Table, paths []str
 // so catching up reads only the snapshots and manifests not read before.
 // It never forgets a reference: a superset only keeps more files.
 type retryTracker struct {
-	cat   Loader
+	cat   TableLoader
 	ident table.Identifier
 	uuid  string
 	want  map[string]bool
@@ -201,7 +197,7 @@ type retryTracker struct {
 	refd  map[string]bool
 }
 
-func newRetryTracker(cat Loader, tbl *table.Table, paths []string) *retryTracker {
+func newRetryTracker(cat TableLoader, tbl *table.Table, paths []string) *retryTracker {
 	t := &retryTracker{cat: cat, ident: tbl.Identifier(), uuid: tbl.Metadata().TableUUID().String(),
 		want: make(map[string]bool, len(paths)), lists: map[int64]string{}, mans: map[string]struct{}{}, refd: map[string]bool{}}
 	for _, p := range paths {
@@ -248,22 +244,19 @@ func (t *retryTracker) advance(ctx context.Context, fresh *table.Table) error {
 func (t *retryTracker) catchUp(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for {
-		fresh, err := t.cat.LoadTable(ctx, t.ident)
-		if err != nil {
-			return fmt.Errorf("%w: re-load the table: %v", ErrUnverifiable, err)
-		}
-		at := fresh.MetadataLocation()
-		if at != "" && at == t.at {
-			return nil
-		}
-		if err := t.advance(ctx, fresh); err != nil {
-			return err
-		}
-		if at == "" {
-			return nil // a move cannot be told from none: one read is all we know
-		}
+	fresh, err := t.load(ctx)
+	if err != nil {
+		return err
 	}
+	return catchup.Run(ctx, fresh, func() string { return t.at }, t.load, t.advance)
+}
+
+func (t *retryTracker) load(ctx context.Context) (*table.Table, error) {
+	fresh, err := t.cat.LoadTable(ctx, t.ident)
+	if err != nil {
+		return nil, fmt.Errorf("%w: re-load the table: %v", ErrUnverifiable, err)
+	}
+	return fresh, nil
 }
 
 func (t *retryTracker) referenced(path string) bool {
