@@ -97,7 +97,6 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 	}
 
 	var mu sync.Mutex
-	var del Result
 	deleted := map[string]bool{}
 	loopErr := forEachN(ctx, cfg.DeleteConcurrency, slices.Collect(slices.Chunk(files, deleteBatch)), func(batch []File) error {
 		if opts.beforeDelete != nil {
@@ -119,8 +118,8 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 		for _, p := range failed {
 			delete(deleted, p)
 		}
-		del.unreachable += one.unreachable
-		del.DeleteFailures = append(del.DeleteFailures, one.DeleteFailures[:min(len(one.DeleteFailures), maxListedFailures-len(del.DeleteFailures))]...)
+		res.unreachable += one.unreachable
+		res.DeleteFailures = append(res.DeleteFailures, one.DeleteFailures[:min(len(one.DeleteFailures), maxListedFailures-len(res.DeleteFailures))]...)
 		return nil
 	})
 	// Every path not deleted is referenced (kept for good) or still to retry,
@@ -135,7 +134,7 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 			res.failed = append(res.failed, p)
 		}
 	}
-	res.Deleted, res.Failed, res.DeleteFailures, res.unreachable = len(deleted), len(res.failed), del.DeleteFailures, del.unreachable
+	res.Deleted, res.Failed = len(deleted), len(res.failed)
 	if res.Referenced > 0 {
 		log.Warn("files kept to retry deleting are referenced again; not deleted", "files", res.Referenced)
 	}

@@ -3,12 +3,15 @@ package expire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/apache/iceberg-go"
+
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
 // failedRun runs history's plan with every delete failing and returns the
@@ -97,5 +100,32 @@ func TestRetryDeletesValidatesItsConfig(t *testing.T) {
 	retry, err := RetryDeletes(context.Background(), f.cat, f.reload(t), paths, cfg, RetryOptions{Deleter: d})
 	if err == nil || !strings.Contains(err.Error(), "delete_concurrency") || d.calls.Load() != 0 || len(retry.FailedPaths()) != len(paths) {
 		t.Fatalf("retry %+v, %d Delete calls: %v", retry, d.calls.Load(), err)
+	}
+}
+
+// unreachableDeleter fails every path as a store that cannot be reached.
+type unreachableDeleter struct{}
+
+func (unreachableDeleter) Delete(ctx context.Context, paths []string) ([]string, map[string]error) {
+	failed := make(map[string]error, len(paths))
+	for _, p := range paths {
+		failed[p] = fmt.Errorf("%w: dial tcp: connection refused", objstore.ErrUnreachable)
+	}
+	return nil, failed
+}
+
+// A retry whose every delete failed on an unreachable store says so
+// (objstore.ErrUnreachable, Unreachable), so that the task stops early and
+// does not count the run against the paths; one path failing otherwise
+// does not make it unreachable.
+func TestRetryDeletesReportsAnUnreachableStore(t *testing.T) {
+	f, paths, _ := failedRun(t)
+	retry, err := RetryDeletes(context.Background(), f.cat, f.reload(t), paths, strictConfig(), RetryOptions{Deleter: unreachableDeleter{}})
+	if !errors.Is(err, objstore.ErrUnreachable) || !errors.Is(err, ErrDeleteFailed) || !retry.Unreachable() || len(retry.FailedPaths()) != len(paths) {
+		t.Fatalf("retry %+v: %v", retry, err)
+	}
+	retry, err = RetryDeletes(context.Background(), f.cat, f.reload(t), paths, strictConfig(), RetryOptions{Deleter: &localDeleter{fail: paths[0]}})
+	if errors.Is(err, objstore.ErrUnreachable) || retry.Unreachable() || !slices.Equal(retry.FailedPaths(), paths[:1]) {
+		t.Fatalf("retry %+v: %v", retry, err)
 	}
 }
