@@ -26,9 +26,13 @@ type ExpireReport struct {
 	FilesBlocked    string                   `json:"files_blocked,omitempty"`
 	// FilesToRetry counts the files earlier runs failed to delete, which
 	// this run retries before planning.
-	FilesToRetry     int                 `json:"files_to_retry"`
-	Retry            *expire.RetryResult `json:"retry,omitempty"`
-	SnapshotsExpired int                 `json:"snapshots_expired"`
+	FilesToRetry int                 `json:"files_to_retry"`
+	Retry        *expire.RetryResult `json:"retry,omitempty"`
+	// RetryDropped counts the retried files that failed in
+	// trigger.MaxRetryRuns runs and are no longer retried: they are left
+	// for the orphan pass.
+	RetryDropped     int `json:"retry_dropped"`
+	SnapshotsExpired int `json:"snapshots_expired"`
 	// FilesDeleted counts the retried files deleted too; BytesDeleted only
 	// the planned ones (a retried file's size is not kept).
 	FilesDeleted int            `json:"files_deleted"`
@@ -55,32 +59,54 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 
 	// Files an earlier run failed to delete go first, whatever is planned
 	// now: they are proven unreferenced (again, against this metadata) and
-	// wait for nothing else. They stay in the state until deleted or found
-	// referenced, even when this run fails.
-	var stillFailed []string
+	// wait for nothing else. They stay in the state until deleted, found
+	// referenced or failed in trigger.MaxRetryRuns runs, even when this run
+	// fails. A retry that fails does not stop this run's expiry (one key
+	// under an object lock would otherwise stop it for good), but fails it.
+	var carried *trigger.Retry // the list after the retry, its runs counted
+	if toRetry != nil {
+		carried = req.state.Retry
+	}
+	var retryErr error
 	keep := func(o Outcome, failed ...[]string) Outcome {
+		if retryErr != nil {
+			o.Status, o.failure = StatusFailed, errors.Join(o.failure, retryErr)
+		}
 		// A list of another table of the same name (dropped and re-created)
 		// is cleared too: its paths are not this table's to delete.
 		if req.state.Retry != nil || len(slices.Concat(failed...)) > 0 {
-			next := trigger.NewRetry(uuid, append([][]string{stillFailed}, failed...)...)
+			var again []string
+			if carried != nil {
+				again = carried.Paths
+			}
+			next, _ := trigger.NextRetry(carried, uuid, again, false, failed...)
 			o.keep = func(st trigger.State) trigger.State { st.Retry = next; return st }
 		}
 		return o
 	}
 	if len(toRetry) > 0 && !req.DryRun {
-		stillFailed = toRetry
 		d, err := deleter()
 		if err != nil {
 			return keep(Outcome{Status: StatusFailed, failure: err, Expire: rep})
 		}
-		retry, err := expire.RetryDeletes(ctx, tbl, toRetry, cfg, d, r.log)
-		rep.Retry, stillFailed = retry, retry.FailedPaths()
+		retry, err := expire.RetryDeletes(ctx, r.cat, tbl, toRetry, cfg, expire.RetryOptions{Logger: r.log, Deleter: d})
+		rep.Retry = retry
 		rep.FilesDeleted = retry.Deleted
+		// A run does not count against a path when the store was down for
+		// all of them or the run was stopped: neither is the path's fault.
+		counted := retry.Failed > 0 && !retry.Unreachable() && ctx.Err() == nil
+		var dropped []string
+		carried, dropped = trigger.NextRetry(req.state.Retry, uuid, retry.FailedPaths(), counted)
+		if rep.RetryDropped = len(dropped); len(dropped) > 0 {
+			r.log.Warn(fmt.Sprintf("files failed to delete in %d runs; left for the orphan pass", trigger.MaxRetryRuns),
+				"table", strings.Join(tbl.Identifier(), "."), "task", TaskExpire, "files", dropped)
+		}
 		if err != nil {
-			// The store or the metadata is failing: expiring more now would
-			// only leave more files behind.
-			return keep(Outcome{Status: StatusFailed, failure: fmt.Errorf("retry failed deletes: %w", err),
-				Reason: "no snapshot expired: " + retryReason(retry), Expire: rep})
+			retryErr = fmt.Errorf("retry failed deletes: %w", err)
+			if retry.Unreachable() || ctx.Err() != nil {
+				// Expiring more now would only leave more files behind.
+				return keep(Outcome{Status: StatusFailed, Reason: "no snapshot expired: " + retryReason(retry, rep.RetryDropped), Expire: rep})
+			}
 		}
 	}
 
@@ -109,7 +135,7 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	}
 	retried := ""
 	if rep.Retry != nil {
-		retried = "; " + retryReason(rep.Retry)
+		retried = "; " + retryReason(rep.Retry, rep.RetryDropped)
 	}
 	if plan.Empty() {
 		if rep.Retry != nil { // the retry was this run's work
@@ -145,8 +171,16 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	return keep(Outcome{Status: StatusSucceeded, Reason: reason, Expire: rep}, failed)
 }
 
-// retryReason says what a retry of failed deletes did.
-func retryReason(r *expire.RetryResult) string {
-	return fmt.Sprintf("retried %d failed deletes: %d deleted, %d referenced again (kept), %d failed again",
+// retryReason says what a retry of failed deletes did, naming the first
+// files that failed again.
+func retryReason(r *expire.RetryResult, dropped int) string {
+	s := fmt.Sprintf("retried %d failed deletes: %d deleted, %d referenced again (kept), %d failed again",
 		r.Files, r.Deleted, r.Referenced, r.Failed)
+	if failed := r.FailedPaths(); len(failed) > 0 {
+		s += fmt.Sprintf(" (first: %s)", strings.Join(failed[:min(3, len(failed))], ", "))
+	}
+	if dropped > 0 {
+		s += fmt.Sprintf(", %d of them left for the orphan pass after %d runs", dropped, trigger.MaxRetryRuns)
+	}
+	return s
 }

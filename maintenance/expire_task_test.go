@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,5 +279,59 @@ func TestExpireRetryListOfAnotherTableIsDropped(t *testing.T) {
 	st, err := e.state.Load(t.Context(), name, TaskExpire)
 	if err != nil || st.Retry != nil {
 		t.Fatalf("state %+v (%v)", st, err)
+	}
+}
+
+// A kept path that can never be deleted (here a non-empty directory, as a
+// key under an object lock would be) fails each run, but does not stop the
+// table's expiry: the first run still expires its snapshots. After
+// trigger.MaxRetryRuns runs the path is dropped from the list, left for the
+// orphan pass, and the next run succeeds.
+func TestExpireUndeletableRetriedPathDoesNotStopExpiry(t *testing.T) {
+	e := newEnv(t, 3)
+	e.policy.Compact.Enabled = false
+	e.policy.Expire.Enabled = true
+	e.policy.Expire.RetainLast, e.policy.Expire.MaxSnapshotAge = 1, time.Millisecond
+	locked := strings.TrimPrefix(strings.TrimPrefix(e.tbl.Location(), "file://"), "file:") + "/data/locked.parquet"
+	if err := os.MkdirAll(locked+"/held", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Join(e.tbl.Identifier(), ".")
+	uuid := e.tbl.Metadata().TableUUID().String()
+	if err := e.state.Save(t.Context(), name, TaskExpire, trigger.State{Retry: trigger.NewRetry(uuid, []string{locked})}); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	r := e.runner(t, nil, func() time.Time { return later })
+	for run := 1; run <= trigger.MaxRetryRuns; run++ {
+		o := one(t, r.RunTable(t.Context(), e.tbl.Identifier(), Request{Tasks: []string{TaskExpire}}), TaskExpire)
+		if o.Status != StatusFailed || !errors.Is(o.Err(), expire.ErrDeleteFailed) || !strings.Contains(o.Reason, locked) ||
+			o.Expire.Retry == nil || o.Expire.Retry.Failed != 1 {
+			t.Fatalf("run %d: %+v (%v)", run, o, o.Err())
+		}
+		if run == 1 && o.Expire.SnapshotsExpired != 2 {
+			t.Fatalf("run 1 expired %d snapshots, want 2: %s", o.Expire.SnapshotsExpired, o.Reason)
+		}
+		st, err := e.state.Load(t.Context(), name, TaskExpire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run < trigger.MaxRetryRuns {
+			if st.Retry == nil || !slices.Equal(st.Retry.Paths, []string{locked}) || st.Retry.Runs[locked] != run || o.Expire.RetryDropped != 0 {
+				t.Fatalf("run %d: state %+v, dropped %d", run, st.Retry, o.Expire.RetryDropped)
+			}
+		} else if st.Retry != nil || o.Expire.RetryDropped != 1 || !strings.Contains(o.Reason, "left for the orphan pass") {
+			t.Fatalf("run %d: state %+v, dropped %d, reason %q", run, st.Retry, o.Expire.RetryDropped, o.Reason)
+		}
+	}
+	o := one(t, r.RunTable(t.Context(), e.tbl.Identifier(), Request{Tasks: []string{TaskExpire}}), TaskExpire)
+	if o.Err() != nil || o.Expire.Retry != nil {
+		t.Fatalf("after the path was dropped: %+v (%v)", o, o.Err())
+	}
+	if _, err := os.Stat(locked + "/held"); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter(t, r.metrics.retryDropped.WithLabelValues(name)); n != 1 {
+		t.Fatalf("expire_retry_dropped_files_total %v, want 1", n)
 	}
 }

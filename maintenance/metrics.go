@@ -33,6 +33,7 @@ type Metrics struct {
 	filesOut      *prometheus.CounterVec
 	bytesOut      *prometheus.CounterVec
 	expired       *prometheus.CounterVec
+	retryDropped  *prometheus.CounterVec
 	filesDeleted  *prometheus.CounterVec
 	bytesDeleted  *prometheus.CounterVec
 	orphansFound  *prometheus.CounterVec
@@ -86,6 +87,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		filesOut:     counter("written_files_total", "Data files written by compaction.", tl),
 		bytesOut:     counter("written_bytes_total", "Bytes of data files written by compaction.", tl),
 		expired:      counter("snapshots_expired_total", "Snapshots expired.", tl),
+		retryDropped: counter("expire_retry_dropped_files_total", "Files expiry failed to delete in 5 retry runs; left for the orphan pass.", tl),
 		filesDeleted: counter("deleted_files_total", "Files deleted, by task (expire: unreferenced files of expired snapshots; orphans: orphan files).", tl, metrics.LabelTask),
 		bytesDeleted: counter("deleted_bytes_total", "Bytes of files deleted, by task.", tl, metrics.LabelTask),
 		orphansFound: counter("orphan_files_found_total", "Orphan files found past the minimum age, summed over scans.", tl),
@@ -131,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 	}
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
-			m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphansLost, m.orphanFiles, m.orphanBytes, m.conflicts,
+			m.retryDropped, m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphansLost, m.orphanFiles, m.orphanBytes, m.conflicts,
 			m.healthFiles, m.healthSmall, m.healthCompact, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
 			m.healthCommits, m.healthTime)
 	})
@@ -177,6 +179,7 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 	}
 	if e := o.Expire; e != nil {
 		m.expired.WithLabelValues(tl).Add(float64(e.SnapshotsExpired))
+		m.retryDropped.WithLabelValues(tl).Add(float64(e.RetryDropped))
 		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.FilesDeleted))
 		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.BytesDeleted))
 		if e.Result != nil {

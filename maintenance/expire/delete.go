@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
 // Deleter removes files; the orphan pass's store (batched DeleteObjects on
@@ -58,6 +60,9 @@ func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, 
 			}
 			failed = append(failed, f.Path)
 			res.FilesFailed++
+			if errors.Is(err, objstore.ErrUnreachable) {
+				res.unreachable++
+			}
 			if len(res.DeleteFailures) < maxListedFailures {
 				res.DeleteFailures = append(res.DeleteFailures, DeleteFailure{Path: f.Path, Kind: f.Kind, Err: err.Error()})
 			}

@@ -75,11 +75,15 @@ type Result struct {
 	FilesKept int `json:"files_kept"`
 	// FilesFailed could not be deleted (Execute then fails with
 	// ErrDeleteFailed); DeleteFailures lists the first thousand, and
-	// FailedPaths all of them, for the next run to retry.
+	// FailedPaths all of them, for the next run to retry. FailedPaths also
+	// holds every planned file of a run that committed, then stopped or
+	// could not check the files before deleting them (not for a lost ref,
+	// or gc.enabled=false since planning).
 	FilesFailed    int             `json:"files_failed"`
 	DeleteFailures []DeleteFailure `json:"delete_failures,omitempty"`
 	FilesBlocked   string          `json:"files_blocked,omitempty"`
 	failed         []string
+	unreachable    int // of FilesFailed, because the store was unreachable
 }
 
 // FailedPaths returns every file that could not be deleted.
@@ -123,7 +127,8 @@ func (r *Result) BytesDeleted() (n int64) {
 // The commit requires the refs to be exactly those planned; on a conflict
 // the table is re-loaded and re-planned (never beyond the given plan) up to
 // CommitRetries times. A cancelled ctx before the commit commits nothing;
-// after it, deletes nothing more. An empty plan writes nothing. Files that
+// after it, deletes nothing more, and the files not deleted are returned in
+// Result.FailedPaths to retry. An empty plan writes nothing. Files that
 // could not be deleted fail the run with ErrDeleteFailed after the others
 // are deleted; Result.FailedPaths lists them for RetryDeletes.
 func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
@@ -199,16 +204,32 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	log.Info("snapshots expired", "snapshots", len(res.ExpiredSnapshotIDs), "refs_removed", len(res.RefsRemoved),
 		"metadata", res.MetadataLocation)
 
+	// From here on the planned files' snapshots are gone: a run that stops
+	// before deleting them keeps them all to retry (RetryDeletes checks them
+	// against the metadata again), rather than leave them for the orphan
+	// pass. A blocked plan has none.
+	keepPlanned := func() {
+		res.failed = make([]string, len(cur.Files))
+		for i, f := range cur.Files {
+			res.failed[i] = f.Path
+		}
+	}
 	if opts.afterCommit != nil {
 		if err := opts.afterCommit(); err != nil {
+			keepPlanned()
 			return res, err
 		}
 	}
 	if ctx.Err() != nil {
+		keepPlanned()
 		return res, fmt.Errorf("expire %s: committed, then stopped before deleting files, none deleted: %w", name, context.Cause(ctx))
 	}
 	fresh, err := checkRefs(ctx, cat, ident, committed, cur, req, res, log)
 	if err != nil {
+		if !errors.Is(err, ErrRefLost) {
+			// A lost ref's files stay on storage for good: its data.
+			keepPlanned()
+		}
 		return res, stopped(ctx, name, fmt.Errorf("expire %s: %w", name, err))
 	}
 	if cur.FilesBlocked != "" {
@@ -220,14 +241,18 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		return res, nil
 	}
 	if !tableprops.GCAllowed(fresh.Properties()) {
+		// Not kept: its owner wants no file deleted, and a retry would
+		// only fail on it each run.
 		return res, fmt.Errorf("expire %s: deleting files: %w", name, ErrGCDisabled)
 	}
 	fs, err := fresh.FS(ctx)
 	if err != nil {
+		keepPlanned()
 		return res, fmt.Errorf("open IO of %s: %w", name, err)
 	}
 	refd, err := referencedNow(ctx, fs, fresh.Metadata(), cur)
 	if err != nil {
+		keepPlanned()
 		return res, stopped(ctx, name, fmt.Errorf("%w: %s: %v", ErrUnverifiable, name, err))
 	}
 	deletable := slices.DeleteFunc(slices.Clone(cur.Files), func(f File) bool { return refd[key(f.Path)] })

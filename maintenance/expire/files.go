@@ -245,7 +245,7 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 		planned[key(f.Path)] = true
 		hasContent = hasContent || isContent(f.Kind)
 	}
-	return referenced(ctx, fs, meta, planned, hasContent, p.retained, p.retainedManifests)
+	return referenced(ctx, fs, meta, planned, hasContent, p.retained, p.retainedManifests, nil)
 }
 
 // referenced returns the keys in want that meta references: through any of
@@ -254,8 +254,10 @@ func referencedNow(ctx context.Context, fs iceio.IO, meta table.Metadata, p *Pla
 // knownMans, were weighed before and are not read; manifests are opened
 // only when content says want may hold data or delete files. Any read error
 // is returned: a file that cannot be proven unreferenced is not deleted.
+// After a full read, learn (if set) gets the snapshots' lists and the
+// manifests read (only if content), for a caller that catches up later.
 func referenced(ctx context.Context, fs iceio.IO, meta table.Metadata, want map[string]bool, content bool,
-	knownLists map[int64]string, knownMans map[string]struct{},
+	knownLists map[int64]string, knownMans map[string]struct{}, learn func(lists []table.Snapshot, mans []listEntry),
 ) (map[string]bool, error) {
 	var mu sync.Mutex
 	refd := map[string]bool{}
@@ -303,6 +305,9 @@ func referenced(ctx context.Context, fs iceio.IO, meta table.Metadata, want map[
 	err = forEach(ctx, newMans, func(m listEntry) error {
 		return readEntries(fs, m, true, func(e *manifestscan.ManifestEntry) { mark(string(e.FilePath)) })
 	})
+	if err == nil && learn != nil {
+		learn(fresh, newMans)
+	}
 	return refd, err
 }
 
@@ -383,11 +388,16 @@ func kindOrder(k FileKind) int {
 // forEach runs fn over items, readConcurrency at a time, and returns the
 // first error (or the context's cause); the rest stop early.
 func forEach[T any](ctx context.Context, items []T, fn func(T) error) error {
+	return forEachN(ctx, readConcurrency, items, fn)
+}
+
+// forEachN is forEach, n at a time.
+func forEachN[T any](ctx context.Context, n int, items []T, fn func(T) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan T)
 	var wg sync.WaitGroup
-	for range min(readConcurrency, len(items)) {
+	for range min(n, len(items)) {
 		wg.Go(func() {
 			for it := range next {
 				if err := fn(it); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestLostRefStopsBeforeDeletingAnything(t *testing.T) {
 		setRef(t, other, f.opt.Identifier(), "audit", ids[1], table.TagRef, 0, 0)
 	}}
 	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}})
-	if !errors.Is(err, ErrRefLost) || !res.Committed || !slices.Equal(res.RefsLost, []string{"audit"}) {
+	if !errors.Is(err, ErrRefLost) || !res.Committed || !slices.Equal(res.RefsLost, []string{"audit"}) || len(res.FailedPaths()) != 0 {
 		t.Fatalf("want ErrRefLost after the commit, got %v (%+v)", err, res)
 	}
 	if res.FilesDeleted() != 0 {
@@ -139,34 +140,12 @@ func TestDroppedRefIsRestored(t *testing.T) {
 func TestFileReferencedAgainAfterCommitIsKept(t *testing.T) {
 	ctx := context.Background()
 	f, ids, before, plan := history(t)
-	var readd iceberg.DataFile
-	fs, _ := f.tbl.FS(ctx)
-	mans, err := f.tbl.SnapshotByID(ids[0]).Manifests(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for e, err := range mans[0].Entries(fs, true) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		readd = e.DataFile()
-	}
+	readd := firstDataFile(t, f, ids[0])
 	if !slices.ContainsFunc(plan.Files, func(fl File) bool { return fl.Path == readd.FilePath() }) {
 		t.Fatalf("%s is not planned for deletion", readd.FilePath())
 	}
 	other := f.handle(t)
-	opts := Options{Deleter: &localDeleter{}, afterCommit: func() error {
-		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
-		if err != nil {
-			return err
-		}
-		txn := tbl.NewTransaction()
-		if err := txn.AddDataFiles(ctx, []iceberg.DataFile{readd}, nil); err != nil {
-			return err
-		}
-		_, err = txn.Commit(ctx)
-		return err
-	}}
+	opts := Options{Deleter: &localDeleter{}, afterCommit: func() error { return addFile(ctx, other, f, readd) }}
 	res, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +208,8 @@ func TestConcurrentAppendIsRetried(t *testing.T) {
 }
 
 // A cancelled run (lost lease): before the commit nothing changes; after
-// it nothing is deleted.
+// it nothing is deleted, and every planned file is kept to retry (its
+// snapshot is gone).
 func TestCancelledRunDeletesNothing(t *testing.T) {
 	lost := errors.New("lease lost")
 	for _, at := range []string{"before commit", "after commit"} {
@@ -249,6 +229,9 @@ func TestCancelledRunDeletesNothing(t *testing.T) {
 			}
 			if at == "before commit" && f.reload(t).MetadataLocation() != f.tbl.MetadataLocation() {
 				t.Fatal("committed although cancelled")
+			}
+			if want := plannedPaths(plan, at == "after commit"); !slices.Equal(res.FailedPaths(), want) {
+				t.Fatalf("kept to retry %d files, want %d", len(res.FailedPaths()), len(want))
 			}
 			for _, p := range files {
 				if !exists(t, p) {
@@ -276,5 +259,88 @@ func TestDeleteFailuresFailTheRun(t *testing.T) {
 	}
 	if !exists(t, victim.Path) || d.calls.Load() != 1 {
 		t.Fatalf("victim gone or %d Delete calls for %d files, want one batch", d.calls.Load(), len(plan.Files))
+	}
+}
+
+// firstDataFile returns the first data file of snapshot id's first manifest.
+func firstDataFile(t *testing.T, f *fixture, id int64) iceberg.DataFile {
+	t.Helper()
+	fs, err := f.tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mans, err := f.tbl.SnapshotByID(id).Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range mans[0].Entries(fs, true) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.DataFile()
+	}
+	t.Fatalf("snapshot %d has no data file", id)
+	return nil
+}
+
+// addFile commits df to the table through cat, as a writer re-adding an
+// existing file (AddDataFiles) would.
+func addFile(ctx context.Context, cat TableLoader, f *fixture, df iceberg.DataFile) error {
+	tbl, err := cat.LoadTable(ctx, f.opt.Identifier())
+	if err != nil {
+		return err
+	}
+	txn := tbl.NewTransaction()
+	if err := txn.AddDataFiles(ctx, []iceberg.DataFile{df}, nil); err != nil {
+		return err
+	}
+	_, err = txn.Commit(ctx)
+	return err
+}
+
+// plannedPaths returns the paths of plan's files, or none unless kept.
+func plannedPaths(plan *Plan, kept bool) []string {
+	if !kept {
+		return nil
+	}
+	paths := make([]string, len(plan.Files))
+	for i, f := range plan.Files {
+		paths[i] = f.Path
+	}
+	return paths
+}
+
+// failLoads fails LoadTable once failing is set: the catalog went away.
+type failLoads struct {
+	TableLoader
+	failing atomic.Bool
+}
+
+func (c *failLoads) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	if c.failing.Load() {
+		return nil, errors.New("catalog unavailable")
+	}
+	return c.TableLoader.LoadTable(ctx, ident)
+}
+
+// The references cannot be checked after the commit (the catalog fails the
+// re-load): nothing is deleted, and every planned file is kept to retry,
+// since its snapshot is gone.
+func TestUnverifiableAfterCommitKeepsThePlannedFiles(t *testing.T) {
+	f, _, _, plan := history(t)
+	files := filesOnDisk(t, f.dir+"/wh")
+	cat := &failLoads{TableLoader: f.cat}
+	opts := Options{Deleter: &localDeleter{}, afterCommit: func() error { cat.failing.Store(true); return nil }}
+	res, err := Execute(context.Background(), cat, f.tbl, plan, strictConfig(), opts)
+	if !errors.Is(err, ErrUnverifiable) || !res.Committed || res.FilesDeleted() != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if !slices.Equal(res.FailedPaths(), plannedPaths(plan, true)) {
+		t.Fatalf("kept to retry %d files, want %d", len(res.FailedPaths()), len(plan.Files))
+	}
+	for _, p := range files {
+		if !exists(t, p) {
+			t.Fatalf("%s deleted", p)
+		}
 	}
 }

@@ -160,7 +160,7 @@ func TestRetryDeletesOnlyWhatIsStillUnreferenced(t *testing.T) {
 	}
 	paths := append(res.FailedPaths(), live)
 
-	retry, err := RetryDeletes(ctx, fresh, paths, strictConfig(), &localDeleter{fail: stuck.Path}, nil)
+	retry, err := RetryDeletes(ctx, f.cat, fresh, paths, strictConfig(), RetryOptions{Deleter: &localDeleter{fail: stuck.Path}})
 	if !errors.Is(err, ErrDeleteFailed) || !strings.Contains(err.Error(), stuck.Path) {
 		t.Fatalf("err %v, want ErrDeleteFailed naming %s", err, stuck.Path)
 	}
@@ -190,7 +190,7 @@ func TestRetryDeletesNothingWhenTheMetadataCannotBeRead(t *testing.T) {
 	fresh := f.reload(t)
 	damages["truncated"](t, fresh.CurrentSnapshot().ManifestList)
 	d := &localDeleter{}
-	retry, err := RetryDeletes(ctx, fresh, res.FailedPaths(), strictConfig(), d, nil)
+	retry, err := RetryDeletes(ctx, f.cat, fresh, res.FailedPaths(), strictConfig(), RetryOptions{Deleter: d})
 	if !errors.Is(err, ErrUnverifiable) || !strings.Contains(err.Error(), fresh.CurrentSnapshot().ManifestList) || d.calls.Load() != 0 ||
 		len(retry.FailedPaths()) != len(res.FailedPaths()) {
 		t.Fatalf("err %v, %d Delete calls, %d kept to retry", err, d.calls.Load(), len(retry.FailedPaths()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/catchup"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
@@ -404,28 +405,7 @@ func (t *tracker) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return t.catchUpLocked(ctx, fresh)
-}
-
-func (t *tracker) catchUpLocked(ctx context.Context, fresh *table.Table) error {
-	for {
-		at := fresh.MetadataLocation()
-		if at != "" && at == t.at {
-			return nil
-		}
-		if err := t.advance(ctx, fresh); err != nil {
-			return err
-		}
-		if at == "" {
-			// Without a metadata location a move cannot be told from
-			// none: one walk of the metadata just loaded is all we know.
-			return nil
-		}
-		var err error
-		if fresh, err = t.load(ctx); err != nil {
-			return err
-		}
-	}
+	return catchup.Run(ctx, fresh, func() string { return t.at }, t.load, t.advance)
 }
 
 // advance adds to refs what fresh references and was not read before.

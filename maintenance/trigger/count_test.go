@@ -554,3 +554,23 @@ func TestEvaluate(t *testing.T) {
 		t.Fatalf("after the rate limit: %+v", d)
 	}
 }
+
+// Failed deletes kept for this table make its task due; a list that another
+// table of the same name (another UUID) left does not.
+func TestEvaluateRetryListOfThisTableOnly(t *testing.T) {
+	w := newWriter(t, 2, 1)
+	ctx := context.Background()
+	now := time.Now()
+	cfg := Config{CommitCount: 10}
+	st := Record(State{}, MarkOf(w.tbl.Metadata()), now.Add(-time.Minute), "failed", nil, true)
+	st.Retry = NewRetry(w.tbl.Metadata().TableUUID().String(), []string{"s3://b/t/a.parquet"})
+	d, err := Evaluate(ctx, w.tbl, st, cfg, now)
+	if err != nil || !d.Due || d.Reason != "due: 1 failed delete to retry" {
+		t.Fatalf("own list: %+v (%v)", d, err)
+	}
+	st.Retry = NewRetry("00000000-0000-0000-0000-000000000001", []string{"s3://b/t/a.parquet"})
+	d, err = Evaluate(ctx, w.tbl, st, cfg, now)
+	if err != nil || d.Due || d.Reason != "not due: 0/10 commits" {
+		t.Fatalf("another table's list: %+v (%v)", d, err)
+	}
+}

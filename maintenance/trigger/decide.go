@@ -126,6 +126,12 @@ func rateLimit(cfg Config, st State, now time.Time) (string, bool) {
 // count at all when the answer cannot depend on the counters (rate limited,
 // or no trigger configured), so a rate-limited busy table costs nothing.
 func Evaluate(ctx context.Context, tbl *table.Table, st State, cfg Config, now time.Time) (Decision, error) {
+	if st.Retry != nil && st.Retry.TableUUID != tbl.Metadata().TableUUID().String() {
+		// Another table of the name (dropped and re-created) left the list:
+		// its paths are not this table's to delete, so they do not make the
+		// task due (the task's next run clears them).
+		st.Retry = nil
+	}
 	if _, limited := rateLimit(cfg, st, now); limited || cfg.Empty() {
 		return Decide(cfg, st, Counters{}, now), nil
 	}

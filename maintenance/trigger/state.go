@@ -47,6 +47,55 @@ type Retry struct {
 	// Dropped counts the failed paths the last run could not keep beyond
 	// MaxRetryPaths; they wait for the orphan pass.
 	Dropped int `json:"dropped,omitempty"`
+	// Runs counts, per path, the runs that retried it and failed again.
+	Runs map[string]int `json:"runs,omitempty"`
+}
+
+// MaxRetryRuns bounds the runs that retry a path: a key under an object
+// lock or denied by a policy fails every time, and would otherwise fail
+// every expiry run of its table for good. After that many it is left for
+// the orphan pass.
+const MaxRetryRuns = 5
+
+// NextRetry returns the list after a run of table tableUUID that retried
+// prev: again are prev's paths that failed again, added those the run
+// newly failed to delete. When count is set (the retry reached the store)
+// each path of again counts one more run, and those reaching MaxRetryRuns
+// are returned as dropped instead of kept. A prev of another table counts
+// nothing.
+func NextRetry(prev *Retry, tableUUID string, again []string, count bool, added ...[]string) (next *Retry, dropped []string) {
+	var runs map[string]int
+	if prev != nil && prev.TableUUID == tableUUID {
+		runs = prev.Runs
+	}
+	kept := make([]string, 0, len(again))
+	nextRuns := map[string]int{}
+	for _, p := range again {
+		n := runs[p]
+		if count {
+			n++
+		}
+		if n >= MaxRetryRuns {
+			dropped = append(dropped, p)
+			continue
+		}
+		kept = append(kept, p)
+		if n > 0 {
+			nextRuns[p] = n
+		}
+	}
+	next = NewRetry(tableUUID, append([][]string{kept}, added...)...)
+	if next != nil {
+		for _, p := range next.Paths {
+			if n := nextRuns[p]; n > 0 {
+				if next.Runs == nil {
+					next.Runs = map[string]int{}
+				}
+				next.Runs[p] = n
+			}
+		}
+	}
+	return next, dropped
 }
 
 // NewRetry returns the files of lists (in order, without duplicates) to

@@ -59,3 +59,31 @@ func TestRetrySurvivesStoreAndRecord(t *testing.T) {
 		t.Fatalf("%+v (%v)", got.Retry, err)
 	}
 }
+
+// A path that fails again is kept with one more run until MaxRetryRuns,
+// then dropped; runs of an uncounted retry (the store was unreachable) or
+// of another table's list do not count; new paths start at none.
+func TestNextRetryDropsAPathAfterMaxRetryRuns(t *testing.T) {
+	r := NewRetry("u", []string{"stuck", "ok"})
+	var dropped []string
+	for run := 1; run < MaxRetryRuns; run++ {
+		r, dropped = NextRetry(r, "u", []string{"stuck"}, true)
+		if len(dropped) != 0 || r == nil || r.Runs["stuck"] != run || !slices.Equal(r.Paths, []string{"stuck"}) {
+			t.Fatalf("run %d: %+v, dropped %v", run, r, dropped)
+		}
+	}
+	r, dropped = NextRetry(r, "u", []string{"stuck"}, false, []string{"new"})
+	if len(dropped) != 0 || r.Runs["stuck"] != MaxRetryRuns-1 || r.Runs["new"] != 0 || !slices.Equal(r.Paths, []string{"stuck", "new"}) {
+		t.Fatalf("uncounted run: %+v, dropped %v", r, dropped)
+	}
+	if o, _ := NextRetry(r, "other", []string{"stuck"}, true); o.Runs["stuck"] != 1 {
+		t.Fatalf("another table's runs counted: %+v", o)
+	}
+	r, dropped = NextRetry(r, "u", []string{"stuck", "new"}, true)
+	if !slices.Equal(dropped, []string{"stuck"}) || !slices.Equal(r.Paths, []string{"new"}) || r.Runs["new"] != 1 {
+		t.Fatalf("last run: %+v, dropped %v", r, dropped)
+	}
+	if r, dropped = NextRetry(nil, "u", nil, true); r != nil || dropped != nil {
+		t.Fatalf("nothing to keep: %+v, %v", r, dropped)
+	}
+}
