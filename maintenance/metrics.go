@@ -37,7 +37,7 @@ type Metrics struct {
 	filesDeleted  *prometheus.CounterVec
 	bytesDeleted  *prometheus.CounterVec
 	orphansFound  *prometheus.CounterVec
-	orphansLost   *prometheus.CounterVec
+	lost          *prometheus.CounterVec
 	orphanFiles   *prometheus.GaugeVec
 	orphanBytes   *prometheus.GaugeVec
 	conflicts     *prometheus.CounterVec
@@ -91,8 +91,8 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		filesDeleted: counter("deleted_files_total", "Files deleted, by task (expire: unreferenced files of expired snapshots; orphans: orphan files).", tl, metrics.LabelTask),
 		bytesDeleted: counter("deleted_bytes_total", "Bytes of files deleted, by task.", tl, metrics.LabelTask),
 		orphansFound: counter("orphan_files_found_total", "Orphan files found past the minimum age, summed over scans.", tl),
-		orphansLost: counter("orphan_files_deleted_referenced_total",
-			"Files orphan removal deleted that the table referenced right after: a writer committed them while they were deleted (the run failed).", tl),
+		lost: counter("deleted_referenced_files_total",
+			"Files a task deleted that the table referenced right after, by task (orphans; expire: its retried deletes): a writer committed them while they were deleted (the run failed).", tl, metrics.LabelTask),
 		orphanFiles: gauge("table_orphan_files", "Orphan files past the minimum age found by the last scan of a table.", tl),
 		orphanBytes: gauge("table_orphan_bytes", "Bytes of orphan files past the minimum age found by the last scan of a table.", tl),
 		conflicts:   counter("commit_conflicts_total", "Commits retried after a conflict with a concurrent writer, by task.", tl, metrics.LabelTask),
@@ -133,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 	}
 	tables.OnForget(func(table string) {
 		metrics.DeleteTable(table, m.runs, m.lastSuccess, m.filesIn, m.bytesIn, m.filesOut, m.bytesOut, m.expired,
-			m.retryDropped, m.filesDeleted, m.bytesDeleted, m.orphansFound, m.orphansLost, m.orphanFiles, m.orphanBytes, m.conflicts,
+			m.retryDropped, m.filesDeleted, m.bytesDeleted, m.orphansFound, m.lost, m.orphanFiles, m.orphanBytes, m.conflicts,
 			m.healthFiles, m.healthSmall, m.healthCompact, m.healthBytes, m.healthDeletes, m.healthSnaps, m.healthOldest,
 			m.healthCommits, m.healthTime)
 	})
@@ -180,6 +180,9 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 	if e := o.Expire; e != nil {
 		m.expired.WithLabelValues(tl).Add(float64(e.SnapshotsExpired))
 		m.retryDropped.WithLabelValues(tl).Add(float64(e.RetryDropped))
+		if e.Retry != nil {
+			m.lost.WithLabelValues(tl, o.Task).Add(float64(len(e.Retry.DeletedReferenced)))
+		}
 		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.FilesDeleted))
 		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(e.BytesDeleted))
 		if e.Result != nil {
@@ -190,7 +193,7 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 		m.filesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.FilesDeleted))
 		m.bytesDeleted.WithLabelValues(tl, o.Task).Add(float64(r.BytesDeleted))
 		m.orphansFound.WithLabelValues(tl).Add(float64(r.FilesFound))
-		m.orphansLost.WithLabelValues(tl).Add(float64(len(r.DeletedReferenced)))
+		m.lost.WithLabelValues(tl, o.Task).Add(float64(len(r.DeletedReferenced)))
 		if own {
 			// What is left after this run (also a failed one, whose deletes
 			// may have failed): found minus deleted. The report exists only
