@@ -5,20 +5,32 @@ package catchup
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/apache/iceberg-go/table"
 )
+
+// MaxRounds bounds the loads of one Run. Each round reads only what was
+// committed since the one before, so a writer would have to commit faster
+// than that read takes, MaxRounds times in a row, to exhaust it; the
+// caller then deletes nothing more instead of chasing the writer forever.
+const MaxRounds = 50
+
+// ErrKeptMoving: the metadata moved on every one of MaxRounds loads.
+var ErrKeptMoving = errors.New("the table's metadata kept moving while catching up")
 
 // Run hands fresh to advance, then re-loads the table and advances again,
 // for as long as the metadata location moves; it stops at the first load
 // whose location is at(), the location the reader last advanced to. When
 // nothing moved since, it costs nothing beyond the load of fresh. Without a
 // metadata location a move cannot be told from none, so fresh is advanced
-// once and that is all that is known.
+// once and that is all that is known. Past MaxRounds loads it returns
+// ErrKeptMoving naming the last location.
 func Run(ctx context.Context, fresh *table.Table, at func() string,
 	load func(context.Context) (*table.Table, error), advance func(context.Context, *table.Table) error,
 ) error {
-	for {
+	for round := 1; ; round++ {
 		loc := fresh.MetadataLocation()
 		if loc != "" && loc == at() {
 			return nil
@@ -28,6 +40,9 @@ func Run(ctx context.Context, fresh *table.Table, at func() string,
 		}
 		if loc == "" {
 			return nil
+		}
+		if round >= MaxRounds {
+			return fmt.Errorf("%w: %d commits in a row landed before each re-load was read (last %s)", ErrKeptMoving, MaxRounds, loc)
 		}
 		var err error
 		if fresh, err = load(ctx); err != nil {
