@@ -79,7 +79,13 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 			if carried != nil {
 				again = carried.Paths
 			}
-			next, _ := trigger.NextRetry(carried, uuid, again, false, failed...)
+			next, _ := trigger.NextRetry(carried, uuid, again, nil, failed...)
+			if next != nil && next.Dropped > 0 && o.Expire != nil {
+				// Beyond MaxRetryPaths: not kept, so left for the orphan pass.
+				o.Expire.RetryDropped += next.Dropped
+				r.log.Warn(fmt.Sprintf("more failed deletes than the %d kept to retry; left for the orphan pass", trigger.MaxRetryPaths),
+					"table", strings.Join(tbl.Identifier(), "."), "task", TaskExpire, "files", next.Dropped)
+			}
 			o.keep = func(st trigger.State) trigger.State { st.Retry = next; return st }
 		}
 		return o
@@ -92,9 +98,10 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 		retry, err := expire.RetryDeletes(ctx, r.cat, tbl, toRetry, cfg, expire.RetryOptions{Logger: r.log, Deleter: d})
 		rep.Retry = retry
 		rep.FilesDeleted = retry.Deleted
-		// A run does not count against a path when the store was down for
-		// all of them or the run was stopped: neither is the path's fault.
-		counted := retry.Failed > 0 && !retry.Unreachable() && ctx.Err() == nil
+		// A run counts against a path only when its delete was sent and
+		// failed: not when the store was down for all of them, the run was
+		// stopped, or its batch was never sent.
+		counted := func(p string) bool { return retry.Attempted(p) && !retry.Unreachable() && ctx.Err() == nil }
 		var dropped []string
 		carried, dropped = trigger.NextRetry(req.state.Retry, uuid, retry.FailedPaths(), counted)
 		if rep.RetryDropped = len(dropped); len(dropped) > 0 {

@@ -48,10 +48,16 @@ type RetryResult struct {
 	DeletedReferenced []string `json:"deleted_referenced,omitempty"`
 	failed            []string
 	unreachable       int
+	sent              map[string]bool // paths whose delete was sent
 }
 
 // FailedPaths returns every retried file that still could not be deleted.
 func (r *RetryResult) FailedPaths() []string { return r.failed }
+
+// Attempted reports whether path's delete was sent: a path of a batch the
+// run never sent (it stopped, or could not catch up first) failed through
+// no fault of its own.
+func (r *RetryResult) Attempted(path string) bool { return r.sent[path] }
 
 // Unreachable reports that deletes were sent and every one failed because
 // the object store could not be reached: the paths are not at fault.
@@ -70,7 +76,7 @@ func (r *RetryResult) Unreachable() bool { return r.Failed > 0 && r.unreachable 
 // and the rest stay to retry. Paths that fail again are returned in
 // FailedPaths, with an ErrDeleteFailed error.
 func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths []string, cfg Config, opts RetryOptions) (*RetryResult, error) {
-	res := &RetryResult{Files: len(paths), failed: paths}
+	res := &RetryResult{Files: len(paths), failed: paths, sent: map[string]bool{}}
 	if len(paths) == 0 {
 		return res, nil
 	}
@@ -114,6 +120,7 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 		defer mu.Unlock()
 		for _, f := range send {
 			deleted[f.Path] = true
+			res.sent[f.Path] = true
 		}
 		for _, p := range failed {
 			delete(deleted, p)

@@ -129,3 +129,43 @@ func TestRetryDeletesReportsAnUnreachableStore(t *testing.T) {
 		t.Fatalf("retry %+v: %v", retry, err)
 	}
 }
+
+// gc.enabled turned off after the retry read the references and before its
+// first batch: the catch-up before the batch sees it, nothing is deleted,
+// and every path stays to retry without a run counted against it (none
+// was sent).
+func TestRetryStopsWhenGCIsDisabledBeforeABatch(t *testing.T) {
+	ctx := context.Background()
+	f, paths, _ := failedRun(t)
+	other := f.handle(t)
+	var once sync.Once
+	opts := RetryOptions{Deleter: &localDeleter{}, beforeDelete: func() {
+		once.Do(func() {
+			tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+			if err == nil {
+				txn := tbl.NewTransaction()
+				if err = txn.SetProperties(iceberg.Properties{"gc.enabled": "false"}); err == nil {
+					_, err = txn.Commit(ctx)
+				}
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}}
+	retry, err := RetryDeletes(ctx, f.cat, f.reload(t), paths, strictConfig(), opts)
+	if err == nil || !strings.Contains(err.Error(), "gc.enabled") {
+		t.Fatalf("retry after gc.enabled=false: %v; want an error naming gc.enabled", err)
+	}
+	if retry.Deleted != 0 || len(retry.FailedPaths()) != len(paths) {
+		t.Fatalf("retry %+v; want nothing deleted and all %d paths kept", retry, len(paths))
+	}
+	for _, p := range paths {
+		if !exists(t, p) {
+			t.Fatalf("%s deleted with gc.enabled=false", p)
+		}
+		if retry.Attempted(p) {
+			t.Fatalf("%s counted as attempted; no batch was sent", p)
+		}
+	}
+}

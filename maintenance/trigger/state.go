@@ -59,11 +59,11 @@ const MaxRetryRuns = 5
 
 // NextRetry returns the list after a run of table tableUUID that retried
 // prev: again are prev's paths that failed again, added those the run
-// newly failed to delete. When count is set (the retry reached the store)
-// each path of again counts one more run, and those reaching MaxRetryRuns
-// are returned as dropped instead of kept. A prev of another table counts
-// nothing.
-func NextRetry(prev *Retry, tableUUID string, again []string, count bool, added ...[]string) (next *Retry, dropped []string) {
+// newly failed to delete. Each path of again for which counted says so
+// (its delete was sent and failed; nil counts none) counts one more run,
+// and those reaching MaxRetryRuns are returned as dropped instead of kept.
+// A prev of another table counts nothing.
+func NextRetry(prev *Retry, tableUUID string, again []string, counted func(path string) bool, added ...[]string) (next *Retry, dropped []string) {
 	var runs map[string]int
 	if prev != nil && prev.TableUUID == tableUUID {
 		runs = prev.Runs
@@ -72,7 +72,7 @@ func NextRetry(prev *Retry, tableUUID string, again []string, count bool, added 
 	nextRuns := map[string]int{}
 	for _, p := range again {
 		n := runs[p]
-		if count {
+		if counted != nil && counted(p) {
 			n++
 		}
 		if n >= MaxRetryRuns {

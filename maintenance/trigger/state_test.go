@@ -67,23 +67,36 @@ func TestNextRetryDropsAPathAfterMaxRetryRuns(t *testing.T) {
 	r := NewRetry("u", []string{"stuck", "ok"})
 	var dropped []string
 	for run := 1; run < MaxRetryRuns; run++ {
-		r, dropped = NextRetry(r, "u", []string{"stuck"}, true)
+		r, dropped = NextRetry(r, "u", []string{"stuck"}, every)
 		if len(dropped) != 0 || r == nil || r.Runs["stuck"] != run || !slices.Equal(r.Paths, []string{"stuck"}) {
 			t.Fatalf("run %d: %+v, dropped %v", run, r, dropped)
 		}
 	}
-	r, dropped = NextRetry(r, "u", []string{"stuck"}, false, []string{"new"})
+	r, dropped = NextRetry(r, "u", []string{"stuck"}, nil, []string{"new"})
 	if len(dropped) != 0 || r.Runs["stuck"] != MaxRetryRuns-1 || r.Runs["new"] != 0 || !slices.Equal(r.Paths, []string{"stuck", "new"}) {
 		t.Fatalf("uncounted run: %+v, dropped %v", r, dropped)
 	}
-	if o, _ := NextRetry(r, "other", []string{"stuck"}, true); o.Runs["stuck"] != 1 {
+	if o, _ := NextRetry(r, "other", []string{"stuck"}, every); o.Runs["stuck"] != 1 {
 		t.Fatalf("another table's runs counted: %+v", o)
 	}
-	r, dropped = NextRetry(r, "u", []string{"stuck", "new"}, true)
+	r, dropped = NextRetry(r, "u", []string{"stuck", "new"}, every)
 	if !slices.Equal(dropped, []string{"stuck"}) || !slices.Equal(r.Paths, []string{"new"}) || r.Runs["new"] != 1 {
 		t.Fatalf("last run: %+v, dropped %v", r, dropped)
 	}
-	if r, dropped = NextRetry(nil, "u", nil, true); r != nil || dropped != nil {
+	if r, dropped = NextRetry(nil, "u", nil, every); r != nil || dropped != nil {
 		t.Fatalf("nothing to keep: %+v, %v", r, dropped)
+	}
+}
+
+// every counts a run against each path.
+func every(string) bool { return true }
+
+// A run counts only against the paths it says: one whose delete was never
+// sent keeps its count.
+func TestNextRetryCountsOnlyTheGivenPaths(t *testing.T) {
+	r, _ := NextRetry(nil, "u", nil, nil, []string{"sent", "unsent"})
+	r, _ = NextRetry(r, "u", []string{"sent", "unsent"}, func(p string) bool { return p == "sent" })
+	if r.Runs["sent"] != 1 || r.Runs["unsent"] != 0 || len(r.Paths) != 2 {
+		t.Fatalf("retry %+v; want sent counted once, unsent not, both kept", r)
 	}
 }
