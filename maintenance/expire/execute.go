@@ -140,7 +140,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		return res, fmt.Errorf("invalid expiration config: %w", err)
 	}
 	if len(plan.Files) > 0 && opts.Deleter == nil {
-		return res, errors.New("expire: no Deleter for the planned files; nothing committed")
+		return res, fmt.Errorf("expire %s: no Deleter for the planned files; nothing committed", strings.Join(tbl.Identifier(), "."))
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -235,7 +235,7 @@ func (t *retryTracker) advance(ctx context.Context, fresh *table.Table) error {
 	}
 	refd, err := referenced(ctx, fs, meta, t.want, true, t.lists, t.mans, learn)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnverifiable, err)
+		return fmt.Errorf("%w: %w", ErrUnverifiable, err)
 	}
 	for k := range refd {
 		t.refd[k] = true
@@ -260,7 +260,7 @@ func (t *retryTracker) catchUp(ctx context.Context) error {
 func (t *retryTracker) load(ctx context.Context) (*table.Table, error) {
 	fresh, err := t.cat.LoadTable(ctx, t.ident)
 	if err != nil {
-		return nil, fmt.Errorf("%w: re-load the table: %v", ErrUnverifiable, err)
+		return nil, fmt.Errorf("%w: re-load the table: %w", ErrUnverifiable, err)
 	}
 	return fresh, nil
 }

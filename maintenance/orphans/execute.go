@@ -365,7 +365,7 @@ type tracker struct {
 func (t *tracker) load(ctx context.Context) (*table.Table, error) {
 	fresh, err := t.cat.LoadTable(ctx, t.ident)
 	if err != nil {
-		return nil, fmt.Errorf("re-load table %s before deleting: %w", t.plan.Table, err)
+		return nil, fmt.Errorf("re-load table %s: %w", t.plan.Table, err)
 	}
 	return fresh, nil
 }
