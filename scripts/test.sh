@@ -62,13 +62,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   # policy-rc.d keeps the packages' services from starting (only their
   # binaries are needed); it is removed whether the install works or not.
   placed_policy=
-  if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    placed_policy=1
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null &&
+      "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d && placed_policy=1
   fi
   install_rc=0
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || install_rc=$?
-  if [ -n "$placed_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  if [ -n "$placed_policy" ]; then "${sudo[@]}" rm -f /usr/sbin/policy-rc.d; fi
   [ "$install_rc" = 0 ] || die "apt-get install ${missing[*]} failed (exit $install_rc)"
 fi
 # The tests of deploy/ skip without these tools on a developer's machine;
@@ -266,7 +266,10 @@ for _ in $(seq 1 5); do
   # Ready when the S3 gateway answers and the master lists the filer and the
   # volume server: a fresh filer announces itself only after seconds of
   # looking for peers, and until then S3 writes wait for its lock ring.
-  for _ in $(seq 1 300); do
+  # Each check can take 13s (3s HTTP, 10s shell): bound the wait by time,
+  # 120s an attempt, not by a count of checks.
+  weed_deadline=$((SECONDS + 120))
+  while [ "$SECONDS" -lt "$weed_deadline" ]; do
     kill -0 "$weed_pid" 2>/dev/null || break
     if http_get "${ports[6]}" / | grep -q '^HTTP/' &&
       cluster=$(echo cluster.ps | timeout 10 "$weed_bin" shell -master="127.0.0.1:${ports[0]}.${ports[1]}" -connectTimeout=2s 2>/dev/null) &&
