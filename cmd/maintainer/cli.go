@@ -279,6 +279,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 		svc.close()
 		return nil, nil, usageError{fmt.Errorf("%s: catalog: %w", cfg.Path, err)}
 	}
+	bounded.Endpoint = catalogEndpoint(cfg.Catalog)
 	rows := catalogRows(cfg.Catalog, log)
 	deps := maintenance.Deps{
 		Catalog: bounded,
@@ -313,6 +314,17 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	}
 	runner := maintenance.NewRunner(deps)
 	return ctx, &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log, rows: rows}, nil
+}
+
+// catalogEndpoint names the catalog for errors: its type, name and URI
+// without user, password or query (a DSN's password= may sit there).
+func catalogEndpoint(c config.CatalogConfig) string {
+	s := fmt.Sprintf("%s catalog %q", c.Type, c.Name)
+	if u, err := url.Parse(c.URI); err == nil && u.Scheme != "" {
+		u.User, u.RawQuery = nil, ""
+		s += " at " + u.String()
+	}
+	return s
 }
 
 // catalogRows opens a direct reader of a SQL catalog's rows (nil for other

@@ -68,6 +68,9 @@ func TestStalledCatalogExit3(t *testing.T) {
 				t.Errorf("%s: stderr lacks %q:\n%s", c.name, w, r.stderr)
 			}
 		}
+		if !strings.Contains(r.stderr, c.srv.URL) {
+			t.Errorf("%s: stderr does not name the catalog's endpoint %s:\n%s", c.name, c.srv.URL, r.stderr)
+		}
 		if r.stdout != "" {
 			t.Errorf("%s: stdout should be empty (no table was worked on):\n%s", c.name, r.stdout)
 		}

@@ -71,10 +71,13 @@ const retryDelay = 250 * time.Millisecond
 // Catalog is Inner with every request bounded. Tables it loads commit
 // through it too.
 type Catalog struct {
-	inner Inner
-	cfg   Config
-	log   *slog.Logger
-	delay time.Duration // before the second attempt
+	// Endpoint names the catalog in timeout errors (its name and address,
+	// without credentials); "" names none.
+	Endpoint string
+	inner    Inner
+	cfg      Config
+	log      *slog.Logger
+	delay    time.Duration // before the second attempt
 }
 
 // New wraps inner; log receives a warning for each retried request.
@@ -230,7 +233,11 @@ func progressed(ctx context.Context) {
 }
 
 func (c *Catalog) timeout(err error) error {
-	return fmt.Errorf("%w within %s (catalog.request_timeout): %w", ErrTimeout, units.FormatDuration(c.cfg.RequestTimeout), err)
+	from := ""
+	if c.Endpoint != "" {
+		from = ": " + c.Endpoint
+	}
+	return fmt.Errorf("%w within %s (catalog.request_timeout)%s: %w", ErrTimeout, units.FormatDuration(c.cfg.RequestTimeout), from, err)
 }
 
 // Transient reports errors worth another attempt of a read: no answer in
