@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -362,6 +363,7 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 			}
 			tbl := f.reload(t)
 			sameRows(t, "after compaction", liveRows(t, tbl), want)
+			headAccountsForItself(t, tbl)
 			if tc.name == "equality delete in the same partition" {
 				sameRows(t, "the upsert writer's oracle", liveRows(t, tbl), u.oracle)
 			}
@@ -375,6 +377,42 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// headAccountsForItself checks what a re-applied (or rebuilt) commit must
+// get right beyond the rows: every manifest the current snapshot wrote
+// carries its sequence number (a re-apply moves the staged manifests onto
+// the new base's next number), and its summary's totals are those of the
+// live data files it lists (a re-apply rebases the staged totals).
+func headAccountsForItself(t *testing.T, tbl *table.Table) {
+	t.Helper()
+	head := tbl.CurrentSnapshot()
+	manifests, err := head.Manifests(mustFS(t, tbl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files, records int64
+	for _, m := range manifests {
+		if m.SnapshotID() == head.SnapshotID && m.SequenceNum() != head.SequenceNumber {
+			t.Errorf("manifest %s written by snapshot %d has sequence number %d, want the snapshot's %d",
+				m.FilePath(), head.SnapshotID, m.SequenceNum(), head.SequenceNumber)
+		}
+		if m.ManifestContent() != iceberg.ManifestContentData {
+			continue
+		}
+		for e, err := range m.Entries(mustFS(t, tbl), true) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			records += e.DataFile().Count()
+		}
+	}
+	for key, want := range map[string]int64{"total-data-files": files, "total-records": records} {
+		if got := head.Summary.Properties[key]; got != strconv.FormatInt(want, 10) {
+			t.Errorf("snapshot %d summary %s = %q, want %d (the live data files it lists)", head.SnapshotID, key, got, want)
+		}
 	}
 }
 
