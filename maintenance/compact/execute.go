@@ -359,6 +359,15 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			e.recordCommit(batch, snap)
 			return
 		}
+		if errors.Is(err, errStage) {
+			// Nothing was sent: reading the new snapshots or writing the
+			// rewrite's metadata failed (the error names the file), which
+			// is no conflict and which no retry mends.
+			for _, out := range batch {
+				e.discard(out, err)
+			}
+			return
+		}
 		if isDefiniteFailure(err) && attempt < e.cfg.CommitRetries {
 			e.res.CommitRetries++
 			e.log.Warn("compaction commit conflicted; re-loading and retrying", "attempt", attempt+1, "err", err)
@@ -520,10 +529,10 @@ func (e *executor) build(ctx context.Context, batch []groupOutput, batchID strin
 var errStage = errors.New("stage rewrite")
 
 // isDefiniteFailure reports errors after which the commit certainly did not
-// land: conflicts the catalog reported, failed requirements, and staging
-// errors before anything was sent.
+// land: conflicts the catalog reported and failed requirements. (Staging
+// errors, before anything was sent, fail the batch at once: errStage.)
 func isDefiniteFailure(err error) bool {
-	if errors.Is(err, table.ErrCommitFailed) || errors.Is(err, errStage) {
+	if errors.Is(err, table.ErrCommitFailed) {
 		return true
 	}
 	return strings.Contains(strings.ToLower(err.Error()), "requirement failed")
