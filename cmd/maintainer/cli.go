@@ -642,6 +642,9 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		for _, ref := range r.RemovedRefs {
 			fmt.Fprintf(w, "  remove %s %s: %s\n", ref.Type, ref.Name, ref.Reason)
 		}
+		if len(r.RemovedSchemas) > 0 || len(r.RemovedSpecs) > 0 {
+			fmt.Fprintf(w, "  remove unused schemas %v, partition specs %v (clean_expired_metadata)\n", r.RemovedSchemas, r.RemovedSpecs)
+		}
 		if r.FilesBlocked != "" {
 			fmt.Fprintf(w, "  no file will be deleted: %s\n", r.FilesBlocked)
 		}
