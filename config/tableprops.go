@@ -242,7 +242,12 @@ func (t taskSpec) settings(cfg reflect.Value, layers []layer, isSet func(string)
 		if src == "" {
 			continue
 		}
-		out = append(out, maintenance.Setting{Key: t.key + "." + f.Name, Value: formatSetting(f, v), Source: src})
+		set := maintenance.Setting{Key: t.key + "." + f.Name, Value: formatSetting(f, v), Source: src}
+		if f.Size {
+			n := v.Int()
+			set.Bytes = &n
+		}
+		out = append(out, set)
 	}
 	return out
 }

@@ -69,6 +69,9 @@ func TestTablePropertyOverrides(t *testing.T) {
 			t.Errorf("setting %s = %+v (found %v); want %s from %s", want.key, s, ok, want.value, want.source)
 		}
 	}
+	if s, _ := settingOf(r, "compact", "compact.target_file_size"); s.Bytes == nil || *s.Bytes != 256<<20 {
+		t.Errorf("target_file_size setting carries bytes %v; want %d", s.Bytes, 256<<20)
+	}
 	if _, ok := settingOf(r, "compact", "compact.min_input_files"); ok {
 		t.Error("a value at its built-in default is listed as a setting")
 	}

@@ -1,15 +1,35 @@
 package maintenance
 
+import "encoding/json"
+
 // Setting is one effective value of a table's policy that something other
 // than the built-in default set, with where it came from: "config
 // defaults", "config tables[2]", "table property maintainer.compact.enabled"
 // or "table property write.target-file-size-bytes". plan and status show
 // them.
 type Setting struct {
-	Key    string `json:"key"` // compact.target_file_size, compact.trigger.commit_count
-	Value  string `json:"value"`
+	Key string `json:"key"` // compact.target_file_size, compact.trigger.commit_count
+	// Value is written as in the config file ("256MiB", "7d", "false").
+	Value string `json:"value,omitempty"`
+	// Bytes is a size's value in bytes: JSON carries it as value_bytes,
+	// an integer, as every size in the output is.
+	Bytes  *int64 `json:"value_bytes,omitempty"`
 	Source string `json:"source"`
 }
+
+// jsonSetting is a Setting as JSON has it: value or value_bytes.
+type jsonSetting Setting
+
+// MarshalJSON leaves out the text of a size, which value_bytes carries.
+func (s Setting) MarshalJSON() ([]byte, error) {
+	if s.Bytes != nil {
+		s.Value = ""
+	}
+	return json.Marshal(jsonSetting(s))
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Setting) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, (*jsonSetting)(s)) }
 
 // source returns where the policy's value of key came from; "" = the
 // built-in default.

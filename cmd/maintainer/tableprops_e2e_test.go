@@ -44,16 +44,7 @@ func (w *genWarehouse) setTableProps(t *testing.T, name string, props iceberg.Pr
 // dataFileSizes lists the sizes of the current snapshot's data files.
 func (w *genWarehouse) dataFileSizes(t *testing.T, name string) []int64 {
 	t.Helper()
-	cat, err := w.open(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	tbl, err := cat.LoadTable(t.Context(), table.Identifier{genNamespace, name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := tbl.Scan().PlanFiles(t.Context())
+	tasks, err := w.loadTable(t, name).Scan().PlanFiles(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

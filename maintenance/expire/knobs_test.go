@@ -56,22 +56,29 @@ func rowCount(t *testing.T, tbl *table.Table) int64 {
 	return at.NumRows()
 }
 
+// evolvedPlan makes an evolved table of appends single-file appends and
+// plans its expiry with clean_expired_metadata.
+func evolvedPlan(t *testing.T, appends int) (*fixture, Config, *Plan) {
+	t.Helper()
+	f := newTable(t, appends, 50, 2, nil)
+	evolve(t, f)
+	cfg := strictConfig()
+	cfg.CleanExpiredMetadata = true
+	plan, err := PlanTable(context.Background(), f.tbl, cfg, lastTS(f.tbl).Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, cfg, plan
+}
+
 // clean_expired_metadata removes the schemas and specs that no retained
 // snapshot uses, and never the current schema, the default spec, a schema
 // a retained snapshot names or a spec a retained manifest was written with.
 func TestCleanExpiredMetadata(t *testing.T) {
 	ctx := context.Background()
-	f := newTable(t, 6, 50, 2, nil)
-	evolve(t, f)
-	cfg := strictConfig()
-	cfg.CleanExpiredMetadata = true
-
 	// The current snapshot was written with schema 0 and spec 0: both stay;
 	// spec 1 was never used and goes.
-	plan, err := PlanTable(ctx, f.tbl, cfg, lastTS(f.tbl).Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, cfg, plan := evolvedPlan(t, 6)
 	if len(plan.Expired) != 5 || len(plan.RemovedSchemas) != 0 || !slices.Equal(plan.RemovedSpecs, []int{1}) {
 		t.Fatalf("plan expires %d, removes schemas %v, specs %v; want 5, [], [1]", len(plan.Expired), plan.RemovedSchemas, plan.RemovedSpecs)
 	}
@@ -84,7 +91,7 @@ func TestCleanExpiredMetadata(t *testing.T) {
 		t.Fatalf("the delete's snapshot names schema %v; want 1", id)
 	}
 	rows := rowCount(t, f.tbl)
-	plan, err = PlanTable(ctx, f.tbl, cfg, lastTS(f.tbl).Add(time.Hour))
+	plan, err := PlanTable(ctx, f.tbl, cfg, lastTS(f.tbl).Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,14 +146,7 @@ func TestCleanExpiredMetadataOff(t *testing.T) {
 // the commit's requirement catches it and the re-plan keeps it.
 func TestCleanExpiredMetadataDefaultSpecChanged(t *testing.T) {
 	ctx := context.Background()
-	f := newTable(t, 4, 50, 2, nil)
-	evolve(t, f)
-	cfg := strictConfig()
-	cfg.CleanExpiredMetadata = true
-	plan, err := PlanTable(ctx, f.tbl, cfg, lastTS(f.tbl).Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, cfg, plan := evolvedPlan(t, 4)
 	if !slices.Equal(plan.RemovedSpecs, []int{1}) {
 		t.Fatalf("plan removes specs %v; want [1]", plan.RemovedSpecs)
 	}
