@@ -121,7 +121,11 @@ func (t taskSpec) refused(cfg, withProps reflect.Value, set map[string]string, p
 		if fp.field != "" {
 			what = fp.field + " " + fp.msg + got
 		}
-		errs = append(errs, fmt.Errorf("%w: %s: with them, %s", ErrTableProperty, quoteProps(names, props), what))
+		with := "with them"
+		if len(names) == 1 {
+			with = "with it"
+		}
+		errs = append(errs, fmt.Errorf("%w: %s: %s, %s", ErrTableProperty, quoteProps(names, props), with, what))
 	}
 	return errs
 }

@@ -178,3 +178,20 @@ func TestTablePropertyEveryTask(t *testing.T) {
 		}
 	}
 }
+
+// A property that breaks a rule between two fields with a value the config
+// set is refused, naming the property and the config's field.
+func TestTablePropertyContradictsAnotherField(t *testing.T) {
+	c := mustParse(t, minimal+"defaults:\n  compact:\n    min_file_size: 100MiB\n", nil)
+	r, err := c.ForTable("db.t", map[string]string{"maintainer.compact.target_file_size": "64MiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `table db.t: table property refused: maintainer.compact.target_file_size="64MiB": with it, min_file_size must not exceed target_file_size (got 100MiB)`
+	if e := r.Invalid["compact"]; e == nil || e.Error() != want {
+		t.Errorf("Invalid = %v;\nwant %s", e, want)
+	}
+	if r.Compact.TargetFileSize != 0 || r.Compact.MinFileSize != 100<<20 {
+		t.Errorf("compact = %+v; want the config's", r.Compact)
+	}
+}

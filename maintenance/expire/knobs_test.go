@@ -2,6 +2,7 @@ package expire
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -197,4 +198,42 @@ type sizes struct{ calls []int }
 func (s *sizes) Delete(_ context.Context, paths []string) ([]string, map[string]error) {
 	s.calls = append(s.calls, len(paths))
 	return paths, nil
+}
+
+// A retained snapshot that names no schema (old v1 metadata) could use any:
+// no schema is removed; unused specs still are.
+func TestCleanExpiredMetadataSnapshotWithoutSchema(t *testing.T) {
+	f := newTable(t, 3, 50, 2, nil)
+	evolve(t, f)
+	f.deleteAppends(t, 1)
+	doc, err := json.Marshal(f.tbl.Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(doc, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range raw["snapshots"].([]any) {
+		delete(s.(map[string]any), "schema-id")
+	}
+	if doc, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := table.ParseMetadataBytes(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := map[int64]bool{meta.CurrentSnapshot().SnapshotID: true}
+	var p Plan
+	p.unusedMetadata(meta, keep, map[int32]bool{0: true}, nil)
+	if len(p.RemovedSchemas) != 0 || !slices.Equal(p.RemovedSpecs, []int{1}) {
+		t.Fatalf("removes schemas %v, specs %v; want none, [1]", p.RemovedSchemas, p.RemovedSpecs)
+	}
+	// With the schema ids back, schema 0 is unused.
+	p = Plan{}
+	p.unusedMetadata(f.tbl.Metadata(), keep, map[int32]bool{0: true}, nil)
+	if !slices.Equal(p.RemovedSchemas, []int{0}) {
+		t.Fatalf("removes schemas %v; want [0]", p.RemovedSchemas)
+	}
 }
