@@ -162,6 +162,10 @@ type Request struct {
 	Manual bool
 	DryRun bool   // plan only
 	Why    string // why the pass was requested, for logs and outcomes
+	// Where scopes compaction to the files that may hold matching rows, on
+	// top of the config's compact.where (both must hold); relative dates
+	// resolve when the table's pass starts. Empty: the config's alone.
+	Where string
 	// state is the running task's trigger state as loaded before it ran
 	// (set by runTask): what an earlier run left it to do.
 	state trigger.State
@@ -319,6 +323,9 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
 	tbl, pol, err := r.load(ctx, ident, name)
+	if err == nil {
+		pol, err = r.scope(pol, name, req)
+	}
 	if err != nil {
 		return failAll(name, tasks, err)
 	}
@@ -426,11 +433,11 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 }
 
 // decide applies a task's trigger. A manual request replaces the thresholds
-// but keeps the rate limit.
+// but keeps the rate limit and the window.
 func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol Policy, st trigger.State, manual bool, now time.Time) (trigger.Decision, error) {
 	cfg := pol.Triggers[task]
 	if manual {
-		cfg = trigger.Config{RateLimit: cfg.RateLimit}
+		cfg = trigger.Config{RateLimit: cfg.RateLimit, Window: cfg.Window}
 	}
 	d, err := trigger.Evaluate(ctx, tbl, st, cfg, now)
 	if err != nil {
@@ -508,8 +515,9 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 }
 
 // HeldUntil loads a table and returns, for each of its enabled tasks among
-// tasks (all when empty) that the task's rate_limit holds back now, when the
-// limit lets a requested (manual) run of it go ahead. It takes no lease.
+// tasks (all when empty) that the task's rate_limit or window holds back
+// now, when both let a requested (manual) run of it go ahead. It takes no
+// lease.
 func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
 	name := strings.Join(ident, ".")
 	_, pol, err := r.load(ctx, ident, name)
@@ -526,7 +534,7 @@ func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []
 		if err != nil {
 			return nil, fmt.Errorf("trigger state of %s %s: %w", name, task.Name, err)
 		}
-		if until := trigger.HeldUntil(pol.Triggers[task.Name], st); now.Before(until) {
+		if until := trigger.NextAllowed(pol.Triggers[task.Name], st, now); now.Before(until) {
 			held[task.Name] = until
 		}
 	}
