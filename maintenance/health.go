@@ -48,6 +48,9 @@ type TaskState struct {
 	LastAttempt time.Time `json:"last_attempt,omitzero"` // last run whatever its result
 	LastResult  string    `json:"last_result,omitempty"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Window says whether the task's trigger window is open now, and if
+	// not when it opens; empty without a window.
+	Window string `json:"window,omitempty"`
 }
 
 // DeleteFiles counts both kinds of delete files (and deletion vectors).
@@ -72,7 +75,7 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 			continue
 		}
 		h.Tasks = append(h.Tasks, TaskState{Task: task, LastRun: st.LastRun, LastAttempt: st.LastAttempt,
-			LastResult: st.LastResult, LastError: st.LastError})
+			LastResult: st.LastResult, LastError: st.LastError, Window: trigger.WindowStatus(pol.Triggers[task], r.now())})
 	}
 	return h
 }

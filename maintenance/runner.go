@@ -413,7 +413,9 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 	req.state = st
 	o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 	o.Trigger = why
-	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
+	// A scoped compaction looked at part of the table: the writers'
+	// commits elsewhere still count toward the next unscoped run.
+	o.ran = (o.Status == StatusSucceeded || o.Status == StatusNotDue) && (req.Where == "" || task.Name != TaskCompact)
 	cancelled := o.failure != nil && ctx.Err() != nil
 	if req.DryRun || o.Status == StatusSkipped || (cancelled && o.keep == nil) {
 		return o

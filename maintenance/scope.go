@@ -23,14 +23,24 @@ func CheckScope(tasks []string, where string) error {
 		return nil
 	}
 	if _, err := rowfilter.Parse(where); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadScope, err)
+		return scopeError{msg: strings.TrimPrefix(err.Error(), "where: "), err: err}
 	}
 	if len(tasks) > 0 && !slices.Contains(tasks, TaskCompact) {
-		return fmt.Errorf("%w: where scopes compaction only, and the tasks asked for (%s) do not include %s",
+		return fmt.Errorf("%w: it scopes compaction only, and the tasks asked for (%s) do not include %s",
 			ErrBadScope, strings.Join(tasks, ", "), TaskCompact)
 	}
 	return nil
 }
+
+// scopeError is a where that does not parse: the parser's message (its
+// position and problem), matching ErrBadScope and the parser's error.
+type scopeError struct {
+	msg string
+	err error
+}
+
+func (e scopeError) Error() string   { return e.msg }
+func (e scopeError) Unwrap() []error { return []error{e.err, ErrBadScope} }
 
 // scopeCompaction returns cfg with the where a run uses: the config's and
 // the request's together (both must hold, so a request can narrow what the

@@ -43,6 +43,23 @@ func TestScopedRunPlansOnlyMatchingFiles(t *testing.T) {
 	if c := o.Compact; c == nil || c.Where != "event_time < '2024-01-02'" || c.FilesIn != 5 {
 		t.Fatalf("config where alone: %+v %+v; want 2024-01-01's 5 files", o, o.Compact)
 	}
+
+	// A scoped run that compacts records its attempt (the rate limit
+	// applies) but not a run: the trigger keeps counting the writers'
+	// commits elsewhere in the table toward the next unscoped run.
+	e.policy.Compact.Where = ""
+	e.policy.Compact.MinInputFiles = 2
+	o = one(t, r.RunTable(t.Context(), opt.Identifier(), Request{Tasks: []string{TaskCompact}, Force: true, Where: "event_time >= current_date - 1"}), TaskCompact)
+	if o.Status != StatusSucceeded || o.Compact.FilesIn != 5 {
+		t.Fatalf("scoped run: %+v %+v; want 5 files rewritten", o, o.Compact)
+	}
+	st, err := e.state.Load(t.Context(), tableName, TaskCompact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.LastAttempt.Equal(now) || !st.LastRun.IsZero() || st.SnapshotID != 0 {
+		t.Errorf("trigger state after a scoped run: %+v; want the attempt recorded, no run", st)
+	}
 }
 
 // A scoped request is queued apart from an unscoped one for the same table,
@@ -55,13 +72,9 @@ func TestScopedRequestsKeepTheirScope(t *testing.T) {
 	e.policy.Triggers[TaskCompact] = trigger.Config{CommitCount: 100}
 	e.policy.Triggers[TaskExpire] = trigger.Config{CommitCount: 100, RateLimit: time.Hour}
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
-	r := e.runner(t, memlock.New(), func() time.Time { return now })
+	e.ranAt(t, TaskExpire, now.Add(-10*time.Minute)) // within its rate limit
+	s := newScheduler(t, e.runner(t, memlock.New(), func() time.Time { return now }), time.Second)
 	ctx := t.Context()
-	last := now.Add(-10 * time.Minute)
-	if err := e.state.Save(ctx, tableName, TaskExpire, trigger.State{LastRun: last, LastAttempt: last, LastResult: "succeeded"}); err != nil {
-		t.Fatal(err)
-	}
-	s := newScheduler(t, r, time.Second)
 	s.poll(ctx)
 	const where = "event_time >= current_date - 1"
 
@@ -99,8 +112,16 @@ func TestScopedRequestsKeepTheirScope(t *testing.T) {
 	}
 }
 
+// ranAt records in the trigger state that task ran successfully at.
+func (e *env) ranAt(t *testing.T, task string, at time.Time) {
+	t.Helper()
+	if err := e.state.Save(t.Context(), tableName, task, trigger.State{LastRun: at, LastAttempt: at, LastResult: "succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A task's window holds back the poll and a requested run (which waits for
-// the window to open); a forced run ignores it.
+// the window to open), status says when it opens; a forced run ignores it.
 func TestWindowHoldsRequestsForceOverrides(t *testing.T) {
 	e := newEnv(t, 3)
 	e.policy.Compact.MinInputFiles = 2
@@ -123,6 +144,11 @@ func TestWindowHoldsRequestsForceOverrides(t *testing.T) {
 	enq, err := s.Enqueue(ctx, TableRequest{Table: tableName, Tasks: []string{TaskCompact}, Source: "http"})
 	if err != nil || enq.State != EnqueueHeld || len(enq.Held) != 1 || !enq.Held[0].Until.Equal(opens) {
 		t.Fatalf("requested outside the window: %+v, %v; want held until %s", enq, err, opens)
+	}
+	h := r.Health(ctx, ident)
+	if i := slices.IndexFunc(h.Tasks, func(s TaskState) bool { return s.Task == TaskCompact }); i < 0 ||
+		h.Tasks[i].Window != "outside window Mon-Fri 01:00-05:00, next opens at 2026-03-03 01:00 UTC (in 13h)" {
+		t.Errorf("status tasks %+v; want compact's window closed until 2026-03-03 01:00 UTC", h.Tasks)
 	}
 	o := one(t, r.RunTable(ctx, ident, Request{Tasks: []string{TaskCompact}, Manual: true, Why: "alert"}), TaskCompact)
 	if o.Status != StatusNotDue || !strings.Contains(o.Reason, "outside window Mon-Fri 01:00-05:00, next opens at 2026-03-03 01:00 UTC") {

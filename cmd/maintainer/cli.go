@@ -772,13 +772,16 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 		fmt.Fprintf(w, "  %-19s ", t.Task+" last run")
 		if t.LastAttempt.IsZero() {
 			fmt.Fprintln(w, "never (in this trigger state)")
-			continue
+		} else {
+			fmt.Fprintf(w, "%s, %s", t.LastAttempt.UTC().Format("2006-01-02 15:04:05Z"), t.LastResult)
+			if t.LastError != "" {
+				fmt.Fprintf(w, ": %s", t.LastError)
+			}
+			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s, %s", t.LastAttempt.UTC().Format("2006-01-02 15:04:05Z"), t.LastResult)
-		if t.LastError != "" {
-			fmt.Fprintf(w, ": %s", t.LastError)
+		if t.Window != "" {
+			fmt.Fprintf(w, "  %-19s %s\n", t.Task+" window", t.Window)
 		}
-		fmt.Fprintln(w)
 	}
 }
 

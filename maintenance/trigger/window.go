@@ -216,6 +216,19 @@ func windowClosed(cfg Config, now time.Time) (string, bool) {
 		cfg.Window, next.Format("2006-01-02 15:04 MST"), formatDuration(next.Sub(now))), true
 }
 
+// WindowStatus says where now stands against cfg's window, for status:
+// "outside window ..., next opens at ..." or "inside window ..."; "" when
+// the task has no window.
+func WindowStatus(cfg Config, now time.Time) string {
+	if cfg.Window == "" {
+		return ""
+	}
+	if reason, closed := windowClosed(cfg, now); closed {
+		return strings.TrimPrefix(reason, "not due: ")
+	}
+	return "inside window " + cfg.Window
+}
+
 // NextAllowed is when a requested run of the task may go ahead after now:
 // once cfg's rate limit (after the attempt recorded in st) has passed and
 // its window is open. Zero when it may go ahead now.
