@@ -323,7 +323,7 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
 	tbl, pol, err := r.load(ctx, ident, name)
-	if err == nil {
+	if err == nil && slices.Contains(tasks, TaskCompact) {
 		pol, err = r.scope(pol, name, req)
 	}
 	if err != nil {

@@ -56,13 +56,17 @@ const (
 func (p *whereParser) parseRelative(kw token) (iceberg.Literal, error) {
 	isDate := strings.EqualFold(kw.text, "CURRENT_DATE")
 	end := tokenEnd(kw)
-	if p.peek().kind == tkLParen && p.peekAt(1).kind == tkRParen {
-		p.next()
-		end = tokenEnd(p.next())
+	loc := time.UTC
+	if p.peek().kind == tkLParen {
+		var err error
+		if loc, end, err = p.relativeZone(kw, isDate); err != nil {
+			return nil, err
+		}
 	}
 	at := p.now.Truncate(time.Microsecond)
 	if isDate {
-		at = time.Date(at.Year(), at.Month(), at.Day(), 0, 0, 0, 0, time.UTC)
+		lt := at.In(loc)
+		at = time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, time.UTC)
 	}
 	for {
 		sign, amount, ok, err := p.relativeTerm(kw, isDate)
@@ -88,6 +92,36 @@ func (p *whereParser) parseRelative(kw token) (iceberg.Literal, error) {
 	}
 	p.rel = append(p.rel, relSpan{start: kw.pos, end: end, literal: text})
 	return whereTimeLiteral{iceberg.StringLiteral(lit)}, nil
+}
+
+// relativeZone reads the parentheses after CURRENT_DATE or
+// CURRENT_TIMESTAMP (kw): empty, or for CURRENT_DATE the time zone whose
+// today it means ('Europe/Berlin'). It returns the zone and the offset past
+// the closing parenthesis.
+func (p *whereParser) relativeZone(kw token, isDate bool) (*time.Location, int, error) {
+	open := p.next()
+	loc := time.UTC
+	if z := p.peek(); z.kind == tkString {
+		p.next()
+		if !isDate {
+			return nil, 0, p.errAt(z, "CURRENT_TIMESTAMP takes no time zone", "it is the same instant in every zone")
+		}
+		var err error
+		if z.val == "Local" {
+			err = fmt.Errorf("it depends on the host")
+		} else {
+			loc, err = time.LoadLocation(z.val)
+		}
+		if err != nil {
+			return nil, 0, p.errAt(z, "unknown time zone", "an IANA name such as 'Europe/Berlin', or 'UTC'")
+		}
+	}
+	c := p.next()
+	if c.kind != tkRParen {
+		return nil, 0, p.errAt(c, fmt.Sprintf(`expected ")" after %q`, kw.text+open.text),
+			"CURRENT_DATE takes nothing or a time zone: CURRENT_DATE('Europe/Berlin')")
+	}
+	return loc, tokenEnd(c), nil
 }
 
 // interval is an amount of one unit.

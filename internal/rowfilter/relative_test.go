@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zones the tests name, wherever they run
 
 	"github.com/apache/iceberg-go"
 )
@@ -30,6 +31,11 @@ func TestResolveRelativeDates(t *testing.T) {
 		{"ts >= current_timestamp - interval 6 hours", "ts >= TIMESTAMP '2024-02-29 18:30:15.123456'"},
 		{"ts < current_timestamp", "ts < TIMESTAMP '2024-03-01 00:30:15.123456'"},
 		{"ts >= current_timestamp - interval 90 minutes", "ts >= TIMESTAMP '2024-02-29 23:00:15.123456'"},
+		// Still Feb 29 in New York; already Mar 1 in Tokyo.
+		{"dt = current_date('America/New_York')", "dt = DATE '2024-02-29'"},
+		{"dt = current_date('America/New_York') - 1", "dt = DATE '2024-02-28'"},
+		{"dt = CURRENT_DATE('Asia/Tokyo')", "dt = DATE '2024-03-01'"},
+		{"dt = current_date('UTC') - 1", "dt = DATE '2024-02-29'"},
 		// No relative date: unchanged, spacing and case included.
 		{"a  =  1 and b = 'current_date - 1'", "a  =  1 and b = 'current_date - 1'"},
 		{"`current_date` = 1", "`current_date` = 1"},
@@ -63,7 +69,7 @@ func TestResolveRelativeDates(t *testing.T) {
 func TestResolveIsUTC(t *testing.T) {
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
-		t.Skip("no tzdata:", err)
+		t.Fatal(err)
 	}
 	got, err := Resolve("dt = current_date - 1", relNow.In(ny))
 	if err != nil || got != "dt = DATE '2024-02-29'" {
@@ -120,6 +126,10 @@ func TestRelativeDateErrors(t *testing.T) {
 		{"dt = current_date - interval 1000000 years", `where: relative date out of range at position 6, got "current_date" (it must fall within the years 1 to 9999)`},
 		{"current_date = 1", `where: expected a column name after "=" at position 16, got "1" (a condition must compare a column with a value)`},
 		{"dt = 1 +", `where: expected AND, OR or end of input at position 8, got "+"`},
+		{"dt = current_date('Mars/Olympus')", `where: unknown time zone at position 19, got 'Mars/Olympus' (an IANA name such as 'Europe/Berlin', or 'UTC')`},
+		{"dt = current_date('Local')", `where: unknown time zone at position 19, got 'Local' (an IANA name such as 'Europe/Berlin', or 'UTC')`},
+		{"ts = current_timestamp('UTC')", `where: CURRENT_TIMESTAMP takes no time zone at position 24, got 'UTC' (it is the same instant in every zone)`},
+		{"dt = current_date(1)", `where: expected ")" after "current_date(" at position 19, got "1" (CURRENT_DATE takes nothing or a time zone: CURRENT_DATE('Europe/Berlin'))`},
 	}
 	for _, tc := range tests {
 		_, err := Resolve(tc.in, relNow)

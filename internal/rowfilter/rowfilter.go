@@ -38,7 +38,7 @@ import (
 //	value      := 'string' | integer | decimal | TRUE | FALSE
 //	            | DATE 'yyyy-mm-dd' | TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.f]]][zone]'
 //	            | relative
-//	relative   := (CURRENT_DATE | CURRENT_TIMESTAMP) ["()"] { ("+" | "-") amount }
+//	relative   := (CURRENT_DATE ["(" ['zone'] ")"] | CURRENT_TIMESTAMP ["()"]) { ("+" | "-") amount }
 //	amount     := integer                      (days; CURRENT_DATE only)
 //	            | INTERVAL integer unit | INTERVAL 'integer' unit | INTERVAL 'integer unit'
 //	unit       := SECOND | MINUTE | HOUR | DAY | WEEK | MONTH | YEAR  (or the plural)
@@ -71,9 +71,10 @@ import (
 // are resolved when the filter is parsed, in UTC, the zone of Iceberg's day
 // and hour partition transforms: Parse uses the clock, Resolve a given
 // time. CURRENT_DATE is today's date (midnight UTC against a timestamp
-// column) and moves by days, weeks, months or years; CURRENT_TIMESTAMP is
-// the time to the microsecond and moves by any unit. A column named
-// current_date or current_timestamp must be quoted.
+// column) and moves by days, weeks, months or years; CURRENT_DATE('zone')
+// is today's date in that IANA zone, for date columns that hold local
+// dates. CURRENT_TIMESTAMP is the time to the microsecond and moves by any
+// unit. A column named current_date or current_timestamp must be quoted.
 //
 // Errors are *Error values naming the 1-based character position and
 // the offending token, e.g.
