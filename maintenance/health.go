@@ -53,6 +53,9 @@ type TaskState struct {
 	// properties for the task are refused (the task fails on the table).
 	Settings        []Setting `json:"settings,omitempty"`
 	InvalidSettings string    `json:"invalid_settings,omitempty"`
+	// Window says whether the task's trigger window is open now, and if
+	// not when it opens; empty without a window.
+	Window string `json:"window,omitempty"`
 }
 
 // DeleteFiles counts both kinds of delete files (and deletion vectors).
@@ -77,7 +80,8 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 			continue
 		}
 		ts := TaskState{Task: task, LastRun: st.LastRun, LastAttempt: st.LastAttempt,
-			LastResult: st.LastResult, LastError: st.LastError, Settings: pol.Settings[task]}
+			LastResult: st.LastResult, LastError: st.LastError, Settings: pol.Settings[task],
+			Window: trigger.WindowStatus(pol.Triggers[task], r.now())}
 		if err := pol.Invalid[task]; err != nil {
 			ts.InvalidSettings = err.Error()
 		}

@@ -171,6 +171,10 @@ type Request struct {
 	Manual bool
 	DryRun bool   // plan only
 	Why    string // why the pass was requested, for logs and outcomes
+	// Where scopes compaction to the files that may hold matching rows, on
+	// top of the config's compact.where (both must hold); relative dates
+	// resolve when the table's pass starts. Empty: the config's alone.
+	Where string
 	// state is the running task's trigger state as loaded before it ran
 	// (set by runTask): what an earlier run left it to do.
 	state trigger.State
@@ -331,6 +335,9 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
 	tbl, pol, err := r.load(ctx, ident, name)
+	if err == nil && slices.Contains(tasks, TaskCompact) {
+		pol, err = r.scope(pol, name, req)
+	}
 	if err != nil {
 		return failAll(name, tasks, err)
 	}
@@ -431,7 +438,9 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 	req.state = st
 	o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 	o.Trigger = why
-	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
+	// A scoped compaction looked at part of the table: the writers'
+	// commits elsewhere still count toward the next unscoped run.
+	o.ran = (o.Status == StatusSucceeded || o.Status == StatusNotDue) && (req.Where == "" || task.Name != TaskCompact)
 	cancelled := o.failure != nil && ctx.Err() != nil
 	if req.DryRun || o.Status == StatusSkipped || (cancelled && o.keep == nil) {
 		return o
@@ -451,11 +460,11 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 }
 
 // decide applies a task's trigger. A manual request replaces the thresholds
-// but keeps the rate limit.
+// but keeps the rate limit and the window.
 func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol Policy, st trigger.State, manual bool, now time.Time) (trigger.Decision, error) {
 	cfg := pol.Triggers[task]
 	if manual {
-		cfg = trigger.Config{RateLimit: cfg.RateLimit}
+		cfg = trigger.Config{RateLimit: cfg.RateLimit, Window: cfg.Window}
 	}
 	d, err := trigger.Evaluate(ctx, tbl, st, cfg, now)
 	if err != nil {
@@ -533,8 +542,9 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 }
 
 // HeldUntil loads a table and returns, for each of its enabled tasks among
-// tasks (all when empty) that the task's rate_limit holds back now, when the
-// limit lets a requested (manual) run of it go ahead. It takes no lease.
+// tasks (all when empty) that the task's rate_limit or window holds back
+// now, when both let a requested (manual) run of it go ahead. It takes no
+// lease.
 func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
 	name := strings.Join(ident, ".")
 	_, pol, err := r.load(ctx, ident, name)
@@ -551,7 +561,7 @@ func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []
 		if err != nil {
 			return nil, fmt.Errorf("trigger state of %s %s: %w", name, task.Name, err)
 		}
-		if until := trigger.HeldUntil(pol.Triggers[task.Name], st); now.Before(until) {
+		if until := trigger.NextAllowed(pol.Triggers[task.Name], st, now); now.Before(until) {
 			held[task.Name] = until
 		}
 	}
