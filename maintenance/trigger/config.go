@@ -34,6 +34,17 @@ type Config struct {
 	// DeleteFileCount: due when writers added at least this many delete
 	// files (position, equality, deletion vectors).
 	DeleteFileCount int `yaml:"delete_file_count"`
+	// PositionDeleteFileCount, PositionDeleteRecordCount,
+	// EqualityDeleteFileCount and EqualityDeleteRecordCount: due when
+	// writers added at least this many position-delete files (deletion
+	// vectors among them), position deletes (rows), equality-delete files,
+	// or equality deletes, as Flink's scheduleOnPosDeleteFileCount and its
+	// siblings. Position deletes are work for the deletes task, equality
+	// deletes for compaction.
+	PositionDeleteFileCount   int   `yaml:"position_delete_file_count"`
+	PositionDeleteRecordCount int64 `yaml:"position_delete_record_count"`
+	EqualityDeleteFileCount   int   `yaml:"equality_delete_file_count"`
+	EqualityDeleteRecordCount int64 `yaml:"equality_delete_record_count"`
 	// Interval: due when this long has passed since the last run; a task
 	// never run is due.
 	Interval time.Duration `yaml:"interval"`
@@ -59,6 +70,18 @@ func (c Config) Validate() error {
 	if c.DeleteFileCount < 0 {
 		v.Add("delete_file_count", c.DeleteFileCount, neg)
 	}
+	if c.PositionDeleteFileCount < 0 {
+		v.Add("position_delete_file_count", c.PositionDeleteFileCount, neg)
+	}
+	if c.PositionDeleteRecordCount < 0 {
+		v.Add("position_delete_record_count", c.PositionDeleteRecordCount, neg)
+	}
+	if c.EqualityDeleteFileCount < 0 {
+		v.Add("equality_delete_file_count", c.EqualityDeleteFileCount, neg)
+	}
+	if c.EqualityDeleteRecordCount < 0 {
+		v.Add("equality_delete_record_count", c.EqualityDeleteRecordCount, neg)
+	}
 	if c.Interval < 0 {
 		v.Add("interval", c.Interval, neg)
 	}
@@ -76,5 +99,11 @@ func (c Config) Empty() bool {
 }
 
 func (c Config) hasThreshold() bool {
-	return c.CommitCount > 0 || c.DataFileCount > 0 || c.DataFileBytes > 0 || c.DeleteFileCount > 0
+	return c.CommitCount > 0 || c.DataFileCount > 0 || c.DataFileBytes > 0 || c.DeleteFileCount > 0 || c.wantsKinds()
+}
+
+// wantsKinds reports whether a threshold needs the deletes told apart by kind.
+func (c Config) wantsKinds() bool {
+	return c.PositionDeleteFileCount > 0 || c.PositionDeleteRecordCount > 0 ||
+		c.EqualityDeleteFileCount > 0 || c.EqualityDeleteRecordCount > 0
 }
