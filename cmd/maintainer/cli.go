@@ -355,7 +355,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
+		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
 	}
 }
 
