@@ -56,7 +56,10 @@ func (r *Runner) deletes(ctx context.Context, tbl *table.Table, cfg deletes.Conf
 	if res.SnapshotID == 0 {
 		return Outcome{Status: StatusNotDue, Reason: deletes.ReasonNothingToDo + " (after a concurrent commit)", Deletes: rep}
 	}
-	return Outcome{Status: StatusSucceeded, Deletes: rep,
-		Reason: fmt.Sprintf("removed %d delete files (%d dangling, %s), wrote %d; %d of %d merged positions left out (no live row)",
-			res.FilesRemoved, res.DanglingDropped, HumanBytes(res.BytesRemoved), res.FilesWritten, res.PositionsLeftOut, res.PositionsRead)}
+	reason := fmt.Sprintf("removed %d delete files (%s): %d dangling", res.FilesRemoved, HumanBytes(res.BytesRemoved), res.DanglingDropped)
+	if merged := res.FilesRemoved - res.DanglingDropped; merged > 0 {
+		reason += fmt.Sprintf(", %d merged into %d (%d of %d positions left out: they deleted no live row)",
+			merged, res.FilesWritten, res.PositionsLeftOut, res.PositionsRead)
+	}
+	return Outcome{Status: StatusSucceeded, Deletes: rep, Reason: reason}
 }
