@@ -17,6 +17,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
+	"github.com/iceberg-maintainer/maintainer/metrics"
 )
 
 // Deletion vectors (Spark's v3 fixture: two DVs in one Puffin file) survive
@@ -112,4 +113,21 @@ func TestDeletionVectorsSurviveEveryTask(t *testing.T) {
 		}
 	}
 	check("compaction and the rest", 0)
+}
+
+// The deletes task's conflicts count under its own task, as compaction's do.
+func TestDeletesConflictsAreCounted(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), metrics.NewTables(true, 10))
+	rep := &DeletesReport{Result: &deletes.Result{CommitRetries: 2, SnapshotID: 7}}
+	o := Outcome{Table: "db.t", Task: TaskDeletes, Status: StatusSucceeded, Deletes: rep}
+	m.outcome(o, time.Now())
+	if got := counter(t, m.conflicts.WithLabelValues("db.t", TaskDeletes)); got != 2 {
+		t.Fatalf("commit_conflicts_total{deletes} = %v, want 2", got)
+	}
+	if got := counter(t, m.runs.WithLabelValues("db.t", TaskDeletes, ResultSuccess)); got != 1 {
+		t.Fatalf("runs_total{deletes,success} = %v, want 1", got)
+	}
+	if !o.Changed() {
+		t.Fatal("a committed delete-file rewrite does not count as a change")
+	}
 }

@@ -98,14 +98,17 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		if opts.beforeCommit != nil {
 			opts.beforeCommit(attempt)
 		}
-		snap, written, err := attemptOnce(ctx, tbl, plan, opts.RunID, res)
+		snap, staged, written, err := attemptOnce(ctx, tbl, plan, opts.RunID)
+		staged.CommitRetries, staged.Replanned = res.CommitRetries, res.Replanned
 		if err == nil {
+			*res = staged
 			res.SnapshotID = snap
 			log.Info("delete files rewritten", "snapshot_id", snap, "removed", res.FilesRemoved, "written", res.FilesWritten)
 			return res, nil
 		}
 		if !definite(err) {
 			if id := findOwnSnapshot(ctx, cat, tbl, opts.RunID); id != 0 {
+				*res = staged
 				res.SnapshotID = id
 				return res, nil
 			}
@@ -133,23 +136,22 @@ func definite(err error) bool {
 }
 
 // attemptOnce writes the merged files of plan and commits; it returns the
-// files it wrote, which the caller removes when the commit certainly failed.
-func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string, res *Result) (int64, []iceberg.DataFile, error) {
+// figures of the commit it sent and the files it wrote, which the caller
+// removes when the commit certainly failed.
+func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string) (snap int64, r Result, written []iceberg.DataFile, err error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: open table IO: %w", errNotSent, err)
+		return 0, r, nil, fmt.Errorf("%w: open table IO: %w", errNotSent, err)
 	}
 	wfs, ok := fs.(iceio.WriteFileIO)
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: the table's IO cannot write files", errNotSent)
+		return 0, r, nil, fmt.Errorf("%w: the table's IO cannot write files", errNotSent)
 	}
-	r := Result{CommitRetries: res.CommitRetries, Replanned: res.Replanned}
 	txn := tbl.NewTransaction()
 	rw := txn.NewRewrite(iceberg.Properties{
 		tableprops.SummaryOperation: "deletes",
 		tableprops.SummaryRunID:     runID,
 	})
-	var written []iceberg.DataFile
 	for i := range plan.Groups {
 		g := &plan.Groups[i]
 		out, read, err := merge(ctx, wfs, tbl, plan, g)
@@ -157,7 +159,7 @@ func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string
 			written = append(written, out)
 		}
 		if err != nil {
-			return 0, written, fmt.Errorf("%w: merge position deletes of partition %s: %w", errNotSent, g.Partition, err)
+			return 0, r, written, fmt.Errorf("%w: merge position deletes of partition %s: %w", errNotSent, g.Partition, err)
 		}
 		var seq int64
 		for _, s := range g.sources {
@@ -185,17 +187,16 @@ func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string
 		r.BytesRemoved += d.file.FileSizeBytes()
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, written, fmt.Errorf("%w: stopped: %w", errNotSent, context.Cause(ctx))
+		return 0, r, written, fmt.Errorf("%w: stopped: %w", errNotSent, context.Cause(ctx))
 	}
 	if err := rw.Commit(ctx); err != nil {
-		return 0, written, fmt.Errorf("%w: stage the rewrite: %w", errNotSent, err)
+		return 0, r, written, fmt.Errorf("%w: stage the rewrite: %w", errNotSent, err)
 	}
 	next, err := txn.Commit(ctx)
 	if err != nil {
-		return 0, written, err
+		return 0, r, written, err
 	}
-	*res = r
-	return next.CurrentSnapshot().SnapshotID, written, nil
+	return next.CurrentSnapshot().SnapshotID, r, written, nil
 }
 
 // merge reads the sources of g, keeps the positions that applied to a live

@@ -12,6 +12,7 @@
 package trigger
 
 import (
+	"iter"
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
@@ -70,17 +71,10 @@ func (c Config) Validate() error {
 	if c.DeleteFileCount < 0 {
 		v.Add("delete_file_count", c.DeleteFileCount, neg)
 	}
-	if c.PositionDeleteFileCount < 0 {
-		v.Add("position_delete_file_count", c.PositionDeleteFileCount, neg)
-	}
-	if c.PositionDeleteRecordCount < 0 {
-		v.Add("position_delete_record_count", c.PositionDeleteRecordCount, neg)
-	}
-	if c.EqualityDeleteFileCount < 0 {
-		v.Add("equality_delete_file_count", c.EqualityDeleteFileCount, neg)
-	}
-	if c.EqualityDeleteRecordCount < 0 {
-		v.Add("equality_delete_record_count", c.EqualityDeleteRecordCount, neg)
+	for key, n := range c.kindThresholds() {
+		if n < 0 {
+			v.Add(key, n, neg)
+		}
 	}
 	if c.Interval < 0 {
 		v.Add("interval", c.Interval, neg)
@@ -104,6 +98,20 @@ func (c Config) hasThreshold() bool {
 
 // wantsKinds reports whether a threshold needs the deletes told apart by kind.
 func (c Config) wantsKinds() bool {
-	return c.PositionDeleteFileCount > 0 || c.PositionDeleteRecordCount > 0 ||
-		c.EqualityDeleteFileCount > 0 || c.EqualityDeleteRecordCount > 0
+	for _, n := range c.kindThresholds() {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// kindThresholds iterates the per-kind delete thresholds by key, in order.
+func (c Config) kindThresholds() iter.Seq2[string, int64] {
+	return func(yield func(string, int64) bool) {
+		_ = yield("position_delete_file_count", int64(c.PositionDeleteFileCount)) &&
+			yield("position_delete_record_count", c.PositionDeleteRecordCount) &&
+			yield("equality_delete_file_count", int64(c.EqualityDeleteFileCount)) &&
+			yield("equality_delete_record_count", c.EqualityDeleteRecordCount)
+	}
 }

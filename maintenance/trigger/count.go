@@ -260,15 +260,9 @@ func hasMetrics(p iceberg.Properties) bool {
 // manifest list when it has them; bytes need the manifests themselves.
 // reads is the number of manifest lists and manifests read.
 func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (f figures, reads int, err error) {
-	if err := ctx.Err(); err != nil {
-		return f, 0, err
-	}
-	manifests, err := addedManifests(fs, s)
-	if s.ManifestList != "" {
-		reads++
-	}
+	manifests, reads, err := listAdded(ctx, fs, s)
 	if err != nil {
-		return f, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		return f, reads, err
 	}
 	for _, m := range manifests {
 		counted := (m.deletes && miss.deletes) || (!m.deletes && miss.data)
@@ -313,6 +307,23 @@ func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (
 
 var entryFields = manifestscan.ManifestOptions{Fields: manifestscan.ManifestSnapshotID | manifestscan.ManifestContent |
 	manifestscan.ManifestFileSize | manifestscan.ManifestContentSize}
+
+// listAdded reads s's manifest list for the manifests s added; reads counts
+// the list (1, or 0 for a v1 snapshot without one).
+func listAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot) ([]addedManifest, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	reads := 0
+	if s.ManifestList != "" {
+		reads = 1
+	}
+	manifests, err := addedManifests(fs, s)
+	if err != nil {
+		return nil, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+	}
+	return manifests, reads, nil
+}
 
 // addedManifest is a manifest that a snapshot added.
 type addedManifest struct {
@@ -376,15 +387,9 @@ func summaryKinds(s *table.Summary) (k kinds, ok bool) {
 // readKinds measures the deletes snapshot s added by kind from the delete
 // manifests it added: their entries with status ADDED by s.
 func readKinds(ctx context.Context, fs iceio.IO, s *table.Snapshot) (k kinds, reads int, err error) {
-	if err := ctx.Err(); err != nil {
-		return k, 0, err
-	}
-	manifests, err := addedManifests(fs, s)
-	if s.ManifestList != "" {
-		reads++
-	}
+	manifests, reads, err := listAdded(ctx, fs, s)
 	if err != nil {
-		return k, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		return k, reads, err
 	}
 	for _, m := range manifests {
 		if !m.deletes || m.added == 0 {
