@@ -153,6 +153,21 @@ func TestMergeKeepsExactlyTheDeletedRows(t *testing.T) {
 		t.Fatalf("after: %d rows %s in %d delete files; before %d rows %s", after.LiveRows, after.Checksum,
 			after.PositionDeleteFiles, before.LiveRows, before.Checksum)
 	}
+	// The merged file carries the largest data sequence number of its sources.
+	var maxSeq int64
+	for _, src := range plan.Groups[0].sources {
+		maxSeq = max(maxSeq, src.seq)
+	}
+	after2, err := PlanTable(ctx, d.tbl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after2.PositionDeleteFiles != 1 || maxSeq == 0 {
+		t.Fatalf("%d position-delete files after, want 1", after2.PositionDeleteFiles)
+	}
+	if got := mergedSeq(t, d.tbl); got != maxSeq {
+		t.Fatalf("merged file has data sequence number %d, want %d (the largest of its sources)", got, maxSeq)
+	}
 	// iceberg-go reads the same rows.
 	arrowTbl, err := d.tbl.Scan().ToArrowTable(ctx)
 	if err != nil {
@@ -215,4 +230,30 @@ func TestConcurrentCommitReplans(t *testing.T) {
 	if ours != 1 {
 		t.Fatalf("%d merged files on disk, want only the committed one (the refused attempt's removed)", ours)
 	}
+}
+
+// mergedSeq is the data sequence number of the one live position-delete
+// file of tbl.
+func mergedSeq(t *testing.T, tbl *table.Table) int64 {
+	t.Helper()
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range manifests {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.DataFile().ContentType() == iceberg.EntryContentPosDeletes {
+				return e.SequenceNum()
+			}
+		}
+	}
+	t.Fatal("no position-delete file")
+	return 0
 }
