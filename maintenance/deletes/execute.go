@@ -17,23 +17,6 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
-// Sentinel errors; callers classify with errors.Is.
-var (
-	// ErrConflict: concurrent commits kept winning; the retries are used up.
-	ErrConflict = errors.New("conflicting concurrent commit")
-	// ErrCommitUnknown: the catalog did not say whether the commit landed.
-	// The written files are kept: they may be live.
-	ErrCommitUnknown = errors.New("commit outcome unknown")
-	// ErrMismatch: a merged file would not hold exactly the positions its
-	// sources applied; nothing is committed.
-	ErrMismatch = errors.New("merged positions mismatch")
-)
-
-// TableLoader re-loads a table; the catalog satisfies it.
-type TableLoader interface {
-	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
-}
-
 // Options carry what Execute needs besides the plan.
 type Options struct {
 	Logger *slog.Logger
@@ -61,6 +44,25 @@ type Result struct {
 	// Replanned: a conflict made the run plan again on the new snapshot;
 	// the figures are of the plan that landed.
 	Replanned bool `json:"replanned,omitempty"`
+}
+
+// Why a run failed, for errors.Is.
+var (
+	// ErrConflict: writers kept committing between plan and commit until
+	// the retries ran out.
+	ErrConflict = errors.New("concurrent commits kept winning")
+	// ErrCommitUnknown: no answer said whether the commit landed, so the
+	// merged files stay (they may be live) for the orphan pass.
+	ErrCommitUnknown = errors.New("unknown whether the commit landed")
+	// ErrMismatch: a merged file read back does not hold exactly the
+	// positions kept from its sources; nothing is committed.
+	ErrMismatch = errors.New("merged positions mismatch")
+)
+
+// TableLoader is what Execute needs of the catalog: a fresh table after a
+// conflict, and after an unanswered commit.
+type TableLoader interface {
+	LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error)
 }
 
 // Execute writes the plan's merged files and commits them with the drops in
