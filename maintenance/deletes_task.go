@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -54,7 +55,11 @@ func (r *Runner) deletes(ctx context.Context, tbl *table.Table, cfg deletes.Conf
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("rewrite delete files: %w", err), Deletes: rep}
 	}
 	if res.SnapshotID == 0 {
-		return Outcome{Status: StatusNotDue, Reason: deletes.ReasonNothingToDo + " (after a concurrent commit)", Deletes: rep}
+		reason := deletes.ReasonNothingToDo + " (after a concurrent commit)"
+		if len(res.GroupsKept) > 0 {
+			reason = "nothing committed: " + strings.Join(res.GroupsKept, "; ")
+		}
+		return Outcome{Status: StatusNotDue, Reason: reason, Deletes: rep}
 	}
 	reason := fmt.Sprintf("removed %d delete files (%s): %d dangling", res.FilesRemoved, HumanBytes(res.BytesRemoved), res.DanglingDropped)
 	if merged := res.FilesRemoved - res.DanglingDropped; merged > 0 {

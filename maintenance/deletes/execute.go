@@ -41,6 +41,9 @@ type Result struct {
 	PositionsWritten int64 `json:"positions_written"`
 	PositionsLeftOut int64 `json:"positions_left_out"`
 	CommitRetries    int   `json:"commit_retries"`
+	// GroupsKept are groups left unmerged, and why: a source names a live
+	// data file under another spelling of its location.
+	GroupsKept []string `json:"groups_kept,omitempty"`
 	// Replanned: a conflict made the run plan again on the new snapshot;
 	// the figures are of the plan that landed.
 	Replanned bool `json:"replanned,omitempty"`
@@ -160,6 +163,10 @@ func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string
 		if out != nil {
 			written = append(written, out)
 		}
+		if sp := (*otherSpelling)(nil); errors.As(err, &sp) {
+			r.GroupsKept = append(r.GroupsKept, fmt.Sprintf("%s: %v", g.Partition, err))
+			continue // its sources stay as they are
+		}
 		if err != nil {
 			return 0, r, written, fmt.Errorf("%w: merge position deletes of partition %s: %w", errNotSent, g.Partition, err)
 		}
@@ -191,6 +198,9 @@ func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string
 	if err := ctx.Err(); err != nil {
 		return 0, r, written, fmt.Errorf("%w: stopped: %w", errNotSent, context.Cause(ctx))
 	}
+	if r.FilesRemoved == 0 {
+		return 0, r, written, nil // every group kept: nothing to commit
+	}
 	if err := rw.Commit(ctx); err != nil {
 		return 0, r, written, fmt.Errorf("%w: stage the rewrite: %w", errNotSent, err)
 	}
@@ -216,8 +226,15 @@ func merge(ctx context.Context, fs iceio.WriteFileIO, tbl *table.Table, plan *Pl
 		for _, p := range ps {
 			// A position applies to a row of a live data file whose data
 			// sequence number is at most the delete's.
-			if seq, ok := plan.live[p.path]; ok && seq <= s.seq {
+			seq, ok := plan.live[p.path]
+			if ok && seq <= s.seq {
 				kept = append(kept, p)
+			}
+			if live, other := plan.spelled[locationPath(p.path)]; !ok && other {
+				// A reader that compares locations loosely (s3a:// as
+				// s3://) may apply it: merged at another sequence number
+				// it might apply to other rows, and dropped to fewer.
+				return nil, read, &otherSpelling{delete: s.file.FilePath(), named: p.path, live: live}
 			}
 		}
 	}
@@ -254,6 +271,14 @@ func merge(ctx context.Context, fs iceio.WriteFileIO, tbl *table.Table, plan *Pl
 		return out, read, fmt.Errorf("%w: %s holds %d positions, %d were kept", ErrMismatch, path, len(back), len(kept))
 	}
 	return out, read, nil
+}
+
+// otherSpelling: a position-delete file names a live data file under
+// another spelling of its location.
+type otherSpelling struct{ delete, named, live string }
+
+func (e *otherSpelling) Error() string {
+	return fmt.Sprintf("%s names %s, which is live data file %s spelled otherwise; not merged", e.delete, e.named, e.live)
 }
 
 func removeFiles(tbl *table.Table, files []iceberg.DataFile, log *slog.Logger) {

@@ -38,8 +38,10 @@ type Plan struct {
 	DeletionVectors     int
 	EqualityDeleteFiles int
 
-	// live maps each live data file to its data sequence number.
-	live map[string]int64
+	// live maps each live data file to its data sequence number; spelled
+	// maps the path part of its location (no scheme, no authority) to it.
+	live    map[string]int64
+	spelled map[string]string
 }
 
 // Group is a set of position-delete files of one partition merged into one.
@@ -133,7 +135,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config) (*Plan, error)
 		return nil, fmt.Errorf("invalid deletes config: %w", err)
 	}
 	meta := tbl.Metadata()
-	p := &Plan{FormatVersion: meta.Version(), live: map[string]int64{}}
+	p := &Plan{FormatVersion: meta.Version(), live: map[string]int64{}, spelled: map[string]string{}}
 	p.TargetFileSize, p.TargetSource = TargetSize(cfg, tbl.Properties())
 	snap := tbl.CurrentSnapshot()
 	if snap == nil || meta.Version() < 2 { // v1 tables have no delete files
@@ -159,6 +161,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config) (*Plan, error)
 			switch {
 			case df.ContentType() == iceberg.EntryContentData:
 				p.live[df.FilePath()] = e.SequenceNum()
+				p.spelled[locationPath(df.FilePath())] = df.FilePath()
 			case df.ContentType() == iceberg.EntryContentEqDeletes:
 				p.EqualityDeleteFiles++
 			case table.IsDeletionVector(df):
@@ -192,14 +195,13 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config) (*Plan, error)
 		name  string
 		spec  int
 		cands []source
-		other int // files that stay: large, or not Parquet
-		notPq int
+		notPq int // files not in Parquet, which stay
 	}
 	buckets := map[string]*bucket{}
 	var order []string
 	small := p.TargetFileSize * 3 / 4
 	for _, s := range posDeletes {
-		why, dead, err := confirmDangling(ctx, fs, s.file, livePaths, p.live)
+		why, dead, err := confirmDangling(ctx, fs, s.file, livePaths, p)
 		if err != nil {
 			return nil, err
 		}
@@ -220,8 +222,6 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config) (*Plan, error)
 			b.notPq++
 		case s.file.FileSizeBytes() < small:
 			b.cands = append(b.cands, s)
-		default:
-			b.other++
 		}
 	}
 	for _, key := range order {
@@ -288,7 +288,7 @@ func dangling(d iceberg.DataFile, livePaths []string) (string, bool) {
 // metadata is all that says so: a writer's truncated or wrong bounds must
 // never drop a delete that still applies. A file that cannot be read
 // fails the plan: nothing is dropped on doubt.
-func confirmDangling(ctx context.Context, fs iceio.IO, d iceberg.DataFile, livePaths []string, live map[string]int64) (string, bool, error) {
+func confirmDangling(ctx context.Context, fs iceio.IO, d iceberg.DataFile, livePaths []string, p *Plan) (string, bool, error) {
 	why, dead := dangling(d, livePaths)
 	if !dead {
 		return "", false, nil
@@ -303,12 +303,33 @@ func confirmDangling(ctx context.Context, fs iceio.IO, d iceberg.DataFile, liveP
 	if err != nil {
 		return "", false, fmt.Errorf("confirm that a position-delete file is dangling: %w", err)
 	}
-	for _, p := range ps {
-		if _, ok := live[p.path]; ok {
+	for _, pos := range ps {
+		_, exact := p.live[pos.path]
+		// Another spelling of a live file's location (s3a:// for s3://,
+		// another authority) is kept too: a reader may take them as one.
+		if _, other := p.spelled[locationPath(pos.path)]; exact || other {
 			return "", false, nil
 		}
 	}
 	return why, true, nil
+}
+
+// locationPath is a location without its scheme and authority:
+// s3a://bucket/t/a.parquet, s3://other/t/a.parquet and /t/a.parquet are all
+// /t/a.parquet.
+func locationPath(loc string) string {
+	i := strings.Index(loc, ":")
+	if i <= 0 || strings.ContainsAny(loc[:i], "/") {
+		return loc
+	}
+	rest := loc[i+1:]
+	if !strings.HasPrefix(rest, "//") {
+		return rest
+	}
+	if j := strings.IndexByte(rest[2:], '/'); j >= 0 {
+		return rest[2+j:]
+	}
+	return ""
 }
 
 // binPack splits candidates into bins of at most target bytes each, largest

@@ -168,3 +168,51 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestLocationPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://bucket/t/data/a.parquet":                    "/t/data/a.parquet",
+		"s3a://other/t/data/a.parquet":                    "/t/data/a.parquet",
+		"hdfs://localhost:20500/test-warehouse/a.parquet": "/test-warehouse/a.parquet",
+		"/test-warehouse/a.parquet":                       "/test-warehouse/a.parquet",
+		"file:/tmp/a.parquet":                             "/tmp/a.parquet",
+		"file:///tmp/a.parquet":                           "/tmp/a.parquet",
+		"data/a.parquet":                                  "data/a.parquet",
+	} {
+		if got := locationPath(in); got != want {
+			t.Errorf("locationPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A position-delete file that names a live data file under another
+// spelling of its location (no scheme here; s3a:// for s3:// elsewhere) is
+// neither dropped as dangling nor merged: a reader that takes the
+// spellings as one applies it.
+func TestOtherSpellingIsKept(t *testing.T) {
+	ctx := context.Background()
+	d := newDeleteTable(t, 2)
+	files := d.dataFiles()
+	bare := strings.TrimPrefix(files[0], "file://")
+	if bare == files[0] {
+		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
+	}
+	d.addDeletes(position{bare, 3})
+	d.addDeletes(position{files[1], 1})
+	cfg := DefaultConfig()
+	cfg.MinInputFiles = 2
+	plan, err := PlanTable(ctx, d.tbl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Dangling) != 0 || len(plan.Groups) != 1 {
+		t.Fatalf("plan: dangling %+v, groups %+v; want nothing dropped and one group", plan.Dangling, plan.Groups)
+	}
+	res, err := Execute(ctx, d.cat, d.tbl, plan, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SnapshotID != 0 || len(res.GroupsKept) != 1 || !strings.Contains(res.GroupsKept[0], bare) {
+		t.Fatalf("result %+v; want the group kept, naming %s", res, bare)
+	}
+}
