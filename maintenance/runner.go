@@ -58,6 +58,15 @@ type Policy struct {
 	Triggers map[string]trigger.Config
 	// Limits by task; a task without them has DefaultTaskLimits.
 	Limits map[string]TaskLimits
+	// Settings by task: the values not at their built-in defaults and
+	// where each came from, for plan and status.
+	Settings map[string][]Setting
+	// Invalid by task: why the table's maintainer.* properties for the
+	// task cannot be honoured. Such a task fails on the table with this
+	// error and does nothing; the task's other fields hold the settings
+	// without the table's properties (its trigger still decides when the
+	// failure is reported again).
+	Invalid map[string]error
 }
 
 // Runner runs maintenance passes over the tables of one catalog.
@@ -185,7 +194,10 @@ type Outcome struct {
 	Deletes *DeletesReport `json:"deletes,omitempty"`
 	Expire  *ExpireReport  `json:"expire,omitempty"`
 	Orphans *OrphansReport `json:"orphans,omitempty"`
-	failure error
+	// Settings are the task's effective values that are not built-in
+	// defaults, with their sources; plan only.
+	Settings []Setting `json:"settings,omitempty"`
+	failure  error
 	// ran: the task did its work (succeeded, or its plan found nothing to
 	// do), so its trigger counters start again.
 	ran bool
@@ -348,6 +360,9 @@ func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name stri
 			}
 		}
 		o.Table, o.Task = name, task.Name
+		if req.DryRun {
+			o.Settings = pol.Settings[task.Name]
+		}
 		o.Seconds = r.now().Sub(start).Seconds()
 		if o.failure != nil {
 			o.Error = o.failure.Error()
@@ -367,8 +382,18 @@ func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name stri
 // runTask decides whether one task is due, runs it, and records the result
 // in the trigger state (not on dry runs, not when cancelled).
 func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name string, task Task, pol Policy, req Request, start time.Time) Outcome {
-	if !task.Enabled(pol) {
-		return Outcome{Status: StatusSkipped, Reason: task.disabled}
+	if !pol.runs(task) {
+		return Outcome{Status: StatusSkipped, Reason: pol.disabledReason(task)}
+	}
+	if err := pol.Invalid[task.Name]; err != nil {
+		if req.DryRun {
+			return Outcome{Status: StatusFailed, failure: err} // plan says why, due or not
+		}
+		// The trigger still decides when, and the failure is recorded like
+		// any other, so serve reports it once per rate limit, not per poll.
+		task.run = func(context.Context, *Runner, *table.Table, Policy, Request) Outcome {
+			return Outcome{Status: StatusFailed, failure: err}
+		}
 	}
 	if ctx.Err() != nil {
 		// Shutdown or a lost lease: start nothing more.
@@ -493,7 +518,7 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 	var due, reasons []string
 	now := r.now()
 	for _, task := range Tasks() {
-		if !task.Enabled(pol) {
+		if !pol.runs(task) {
 			continue
 		}
 		st, err := r.state.Load(ctx, name, task.Name)
@@ -524,7 +549,7 @@ func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []
 	held := map[string]time.Time{}
 	now := r.now()
 	for _, task := range Tasks() {
-		if !task.Enabled(pol) || (len(tasks) > 0 && !slices.Contains(tasks, task.Name)) {
+		if !pol.runs(task) || (len(tasks) > 0 && !slices.Contains(tasks, task.Name)) {
 			continue
 		}
 		st, err := r.state.Load(ctx, name, task.Name)

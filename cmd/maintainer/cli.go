@@ -355,7 +355,8 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
+		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits,
+			Settings: r.Settings, Invalid: r.Invalid}, nil
 	}
 }
 
@@ -599,9 +600,16 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 	if o.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", o.Error)
 	}
+	for _, s := range o.Settings {
+		fmt.Fprintf(w, "  setting %s = %s (from %s)\n", s.Key, s.Value, s.Source)
+	}
 	if c := o.Compact; c != nil {
 		if o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusNotDue {
-			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), c.TargetSource)
+			src := c.TargetSource
+			if s, ok := settingNamed(o.Settings, "compact.target_file_size"); ok && src != "default" {
+				src = s.Source // which layer of the config, or which property
+			}
+			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), src)
 			for _, gr := range c.Groups {
 				fmt.Fprintf(w, "  rewrite %s: %d files, %s -> ~%d file(s) (%s)\n", gr.Partition, gr.Files,
 					maintenance.HumanBytes(gr.Bytes), gr.EstOutput, gr.Reason)
@@ -645,6 +653,9 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		for _, ref := range r.RemovedRefs {
 			fmt.Fprintf(w, "  remove %s %s: %s\n", ref.Type, ref.Name, ref.Reason)
 		}
+		if len(r.RemovedSchemas) > 0 || len(r.RemovedSpecs) > 0 {
+			fmt.Fprintf(w, "  remove unused schemas %v, partition specs %v (clean_expired_metadata)\n", r.RemovedSchemas, r.RemovedSpecs)
+		}
 		if r.FilesBlocked != "" {
 			fmt.Fprintf(w, "  no file will be deleted: %s\n", r.FilesBlocked)
 		}
@@ -682,6 +693,15 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 	}
 	return nil
+}
+
+// settingNamed finds the setting of key among settings.
+func settingNamed(settings []maintenance.Setting, key string) (maintenance.Setting, bool) {
+	i := slices.IndexFunc(settings, func(s maintenance.Setting) bool { return s.Key == key })
+	if i < 0 {
+		return maintenance.Setting{}, false
+	}
+	return settings[i], true
 }
 
 func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -758,6 +778,14 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 			fmt.Fprintf(w, ": %s", t.LastError)
 		}
 		fmt.Fprintln(w)
+	}
+	for _, t := range h.Tasks {
+		for _, s := range t.Settings {
+			fmt.Fprintf(w, "  setting %s = %s (from %s)\n", s.Key, s.Value, s.Source)
+		}
+		if t.InvalidSettings != "" {
+			fmt.Fprintf(w, "  %s settings refused: %s\n", t.Task, t.InvalidSettings)
+		}
 	}
 }
 
