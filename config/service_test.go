@@ -32,6 +32,7 @@ func TestServiceDefaults(t *testing.T) {
 	}
 	want := map[string]trigger.Config{
 		"compact": {CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
+		"deletes": {PositionDeleteFileCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
 		"expire":  {CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute},
 		"orphans": {Interval: 24 * time.Hour, RateLimit: time.Hour},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
@@ -45,6 +46,7 @@ type TableOverride struct {
 // Resolved is the effective configuration of one table.
 type Resolved struct {
 	Compact compact.Config
+	Deletes deletes.Config
 	Expire  expire.Config
 	Orphans orphans.Config
 	// Triggers by task name (compact, expire, orphans).
@@ -81,6 +83,10 @@ var tasks = []task{
 		func(r *Resolved, c compact.Config) { r.Compact = c },
 		trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
 		propFallback{prop: PropTargetFileSize, field: "target_file_size", parse: parseTargetFileSize}),
+	// Position deletes pile up with the writers' deletes, not their commits.
+	newTask("deletes", deletes.DefaultConfig, deletes.Config.Validate,
+		func(r *Resolved, c deletes.Config) { r.Deletes = c },
+		trigger.Config{PositionDeleteFileCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}),
 	newTask("expire", expire.DefaultConfig, expire.Config.Validate,
 		func(r *Resolved, c expire.Config) { r.Expire = c },
 		trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
@@ -50,6 +51,7 @@ type Catalog interface {
 // Policy is the effective maintenance settings of one table.
 type Policy struct {
 	Compact compact.Config
+	Deletes deletes.Config
 	Expire  expire.Config
 	Orphans orphans.Config
 	// Triggers by task; a task without one is due on every pass.
@@ -193,6 +195,7 @@ type Outcome struct {
 	Error   string         `json:"error,omitempty"`
 	Seconds float64        `json:"duration_seconds"`
 	Compact *CompactReport `json:"compact,omitempty"`
+	Deletes *DeletesReport `json:"deletes,omitempty"`
 	Expire  *ExpireReport  `json:"expire,omitempty"`
 	Orphans *OrphansReport `json:"orphans,omitempty"`
 	// Settings are the task's effective values that are not built-in
@@ -219,6 +222,8 @@ func (o Outcome) Err() error { return o.failure }
 func (o Outcome) Changed() bool {
 	switch {
 	case o.Compact != nil && len(o.Compact.Commits) > 0:
+		return true
+	case o.Deletes != nil && o.Deletes.Result != nil && o.Deletes.Result.SnapshotID != 0:
 		return true
 	case o.Expire != nil && (o.Expire.SnapshotsExpired > 0 || o.Expire.FilesDeleted > 0):
 		return true

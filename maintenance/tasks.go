@@ -6,6 +6,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
+	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
@@ -13,6 +14,7 @@ import (
 // Task names, in the order they run.
 const (
 	TaskCompact = "compact"
+	TaskDeletes = "deletes"
 	TaskExpire  = "expire"
 	TaskOrphans = "orphans"
 )
@@ -41,6 +43,15 @@ func Tasks() []Task {
 		disabled: compact.ReasonDisabled,
 		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
 			return r.compact(ctx, tbl, pol.Compact, req)
+		},
+	}, {
+		// After compaction, which applies and drops the deletes of the files
+		// it rewrites: what is left is merged or dropped here.
+		Name:     TaskDeletes,
+		Enabled:  func(p Policy) bool { return p.Deletes.Enabled },
+		disabled: deletes.ReasonDisabled,
+		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
+			return r.deletes(ctx, tbl, pol.Deletes, req)
 		},
 	}, {
 		Name:     TaskExpire,

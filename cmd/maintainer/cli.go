@@ -355,7 +355,7 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits,
+		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits,
 			Settings: r.Settings, Invalid: r.Invalid}, nil
 	}
 }
@@ -661,6 +661,17 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 		for _, f := range c.GroupsFailed {
 			fmt.Fprintf(w, "  failed group %s\n", f)
+		}
+	}
+	if d := o.Deletes; d != nil && (o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusNotDue) {
+		for _, gr := range d.Groups {
+			fmt.Fprintf(w, "  merge %s: %d position-delete files, %s (%s)\n", gr.Partition, gr.Files, maintenance.HumanBytes(gr.Bytes), gr.Reason)
+		}
+		for _, x := range d.Dangling {
+			fmt.Fprintf(w, "  drop %s %s: %s\n", x.Kind, x.Path, x.Reason)
+		}
+		for _, sk := range d.Skipped {
+			fmt.Fprintf(w, "  skip %s: %d position-delete files: %s\n", sk.Partition, sk.Files, sk.Reason)
 		}
 	}
 	if r := o.Expire; r != nil && o.Status == maintenance.StatusPlanned {

@@ -140,9 +140,10 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "4. Maintenance (maintainer run), in order compact -> expire -> orphans. Compaction reads")
-	fmt.Fprintln(w, "   each group with its deletes applied, counts its rows on both sides and commits one")
-	fmt.Fprintln(w, "   snapshot; expiry keeps the current snapshot (this demo's override: retain_last 1,")
+	fmt.Fprintln(w, "4. Maintenance (maintainer run), in order compact -> deletes -> expire -> orphans. Compaction")
+	fmt.Fprintln(w, "   reads each group with its deletes applied, counts its rows on both sides and commits one")
+	fmt.Fprintln(w, "   snapshot; delete-file upkeep drops and merges the delete files left (this table has")
+	fmt.Fprintln(w, "   none); expiry keeps the current snapshot (this demo's override: retain_last 1,")
 	fmt.Fprintln(w, "   max_snapshot_age 1s) and deletes the files only expired snapshots referenced; orphan")
 	fmt.Fprintln(w, "   removal deletes unreferenced files older than min_age (72h), and keeps young ones and")
 	fmt.Fprintln(w, "   hidden staging folders:")

@@ -12,6 +12,7 @@
 package trigger
 
 import (
+	"iter"
 	"time"
 
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
@@ -34,6 +35,17 @@ type Config struct {
 	// DeleteFileCount: due when writers added at least this many delete
 	// files (position, equality, deletion vectors).
 	DeleteFileCount int `yaml:"delete_file_count"`
+	// PositionDeleteFileCount, PositionDeleteRecordCount,
+	// EqualityDeleteFileCount and EqualityDeleteRecordCount: due when
+	// writers added at least this many position-delete files (deletion
+	// vectors among them), position deletes (rows), equality-delete files,
+	// or equality deletes, as Flink's scheduleOnPosDeleteFileCount and its
+	// siblings. Position deletes are work for the deletes task, equality
+	// deletes for compaction.
+	PositionDeleteFileCount   int   `yaml:"position_delete_file_count"`
+	PositionDeleteRecordCount int64 `yaml:"position_delete_record_count"`
+	EqualityDeleteFileCount   int   `yaml:"equality_delete_file_count"`
+	EqualityDeleteRecordCount int64 `yaml:"equality_delete_record_count"`
 	// Interval: due when this long has passed since the last run; a task
 	// never run is due.
 	Interval time.Duration `yaml:"interval"`
@@ -64,6 +76,11 @@ func (c Config) Validate() error {
 	if c.DeleteFileCount < 0 {
 		v.Add("delete_file_count", c.DeleteFileCount, neg)
 	}
+	for key, n := range c.kindThresholds() {
+		if n < 0 {
+			v.Add(key, n, neg)
+		}
+	}
 	if c.Interval < 0 {
 		v.Add("interval", c.Interval, neg)
 	}
@@ -86,5 +103,25 @@ func (c Config) Empty() bool {
 }
 
 func (c Config) hasThreshold() bool {
-	return c.CommitCount > 0 || c.DataFileCount > 0 || c.DataFileBytes > 0 || c.DeleteFileCount > 0
+	return c.CommitCount > 0 || c.DataFileCount > 0 || c.DataFileBytes > 0 || c.DeleteFileCount > 0 || c.wantsKinds()
+}
+
+// wantsKinds reports whether a threshold needs the deletes told apart by kind.
+func (c Config) wantsKinds() bool {
+	for _, n := range c.kindThresholds() {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// kindThresholds iterates the per-kind delete thresholds by key, in order.
+func (c Config) kindThresholds() iter.Seq2[string, int64] {
+	return func(yield func(string, int64) bool) {
+		_ = yield("position_delete_file_count", int64(c.PositionDeleteFileCount)) &&
+			yield("position_delete_record_count", c.PositionDeleteRecordCount) &&
+			yield("equality_delete_file_count", int64(c.EqualityDeleteFileCount)) &&
+			yield("equality_delete_record_count", c.EqualityDeleteRecordCount)
+	}
 }

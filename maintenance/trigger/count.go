@@ -23,6 +23,8 @@ const (
 	keyAddedEqDeleteFiles  = "added-equality-delete-files"
 	keyAddedDVs            = "added-dvs"
 	keyAddedFilesSize      = "added-files-size"
+	keyAddedPosDeletes     = "added-position-deletes"
+	keyAddedEqDeletes      = "added-equality-deletes"
 )
 
 // Counters is what writers did on main since the position of a State.
@@ -31,6 +33,14 @@ type Counters struct {
 	DataFiles   int
 	DataBytes   int64 // added-files-size: data files and delete files committed with them
 	DeleteFiles int
+	// PositionDeleteFiles (deletion vectors among them),
+	// PositionDeleteRecords, EqualityDeleteFiles and EqualityDeleteRecords
+	// tell the delete files apart by kind; they are counted only for a
+	// Config with a threshold on one of them.
+	PositionDeleteFiles   int64
+	PositionDeleteRecords int64
+	EqualityDeleteFiles   int64
+	EqualityDeleteRecords int64
 	// FromCreation: the State held no position (never run, or the table was
 	// re-created), so the count covers main's whole retained history.
 	FromCreation bool
@@ -102,6 +112,28 @@ func count(ctx context.Context, meta table.Metadata, st State, need Config, open
 			}
 			if f.haveBytes {
 				c.DataBytes += f.bytes
+			}
+			if need.wantsKinds() {
+				k, ok := summaryKinds(s.Summary)
+				if !ok {
+					if fs == nil {
+						var err error
+						if fs, err = openFS(ctx); err != nil {
+							return c, fmt.Errorf("open table IO: %w", err)
+						}
+					}
+					var reads int
+					var err error
+					k, reads, err = readKinds(ctx, fs, s)
+					c.ManifestsRead += reads
+					if err != nil {
+						return c, err
+					}
+				}
+				c.PositionDeleteFiles += k.posFiles
+				c.PositionDeleteRecords += k.posRecords
+				c.EqualityDeleteFiles += k.eqFiles
+				c.EqualityDeleteRecords += k.eqRecords
 			}
 		}
 		if s.ParentSnapshotID == nil {
@@ -228,15 +260,9 @@ func hasMetrics(p iceberg.Properties) bool {
 // manifest list when it has them; bytes need the manifests themselves.
 // reads is the number of manifest lists and manifests read.
 func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (f figures, reads int, err error) {
-	if err := ctx.Err(); err != nil {
-		return f, 0, err
-	}
-	manifests, err := addedManifests(fs, s)
-	if s.ManifestList != "" {
-		reads++
-	}
+	manifests, reads, err := listAdded(ctx, fs, s)
 	if err != nil {
-		return f, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+		return f, reads, err
 	}
 	for _, m := range manifests {
 		counted := (m.deletes && miss.deletes) || (!m.deletes && miss.data)
@@ -282,6 +308,23 @@ func readAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot, miss want) (
 var entryFields = manifestscan.ManifestOptions{Fields: manifestscan.ManifestSnapshotID | manifestscan.ManifestContent |
 	manifestscan.ManifestFileSize | manifestscan.ManifestContentSize}
 
+// listAdded reads s's manifest list for the manifests s added; reads counts
+// the list (1, or 0 for a v1 snapshot without one).
+func listAdded(ctx context.Context, fs iceio.IO, s *table.Snapshot) ([]addedManifest, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	reads := 0
+	if s.ManifestList != "" {
+		reads = 1
+	}
+	manifests, err := addedManifests(fs, s)
+	if err != nil {
+		return nil, reads, fmt.Errorf("read manifest list of snapshot %d: %w", s.SnapshotID, err)
+	}
+	return manifests, reads, nil
+}
+
 // addedManifest is a manifest that a snapshot added.
 type addedManifest struct {
 	path    string
@@ -301,3 +344,81 @@ func addedManifests(fs iceio.IO, s *table.Snapshot) ([]addedManifest, error) {
 	})
 	return out, err
 }
+
+// kinds are the delete files and rows one snapshot added, by kind.
+type kinds struct{ posFiles, posRecords, eqFiles, eqRecords int64 }
+
+// summaryKinds reads the deletes a snapshot added by kind from its summary:
+// added-position-delete-files plus added-dvs (Java counts deletion vectors
+// apart), added-equality-delete-files, added-position-deletes and
+// added-equality-deletes. ok is false, and the manifests must tell, when
+// the summary has no file metrics, a value is malformed, the kinds do not
+// add up to added-delete-files (writers such as Hive give only the total),
+// or files of a kind were added without their row count.
+func summaryKinds(s *table.Summary) (k kinds, ok bool) {
+	if s == nil || !hasMetrics(s.Properties) {
+		return k, false
+	}
+	ok = true
+	num := func(key string) int64 {
+		str, present := s.Properties[key]
+		if !present {
+			return 0 // writers omit zero figures
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(str), 10, 64)
+		if err != nil || v < 0 {
+			ok = false
+		}
+		return v
+	}
+	has := func(key string) bool { _, present := s.Properties[key]; return present }
+	k.posFiles = num(keyAddedPosDeleteFiles) + num(keyAddedDVs)
+	k.eqFiles = num(keyAddedEqDeleteFiles)
+	k.posRecords, k.eqRecords = num(keyAddedPosDeletes), num(keyAddedEqDeletes)
+	if has(keyAddedDeleteFiles) && num(keyAddedDeleteFiles) != k.posFiles+k.eqFiles {
+		ok = false
+	}
+	if k.posFiles > 0 && !has(keyAddedPosDeletes) || k.eqFiles > 0 && !has(keyAddedEqDeletes) {
+		ok = false
+	}
+	return k, ok
+}
+
+// readKinds measures the deletes snapshot s added by kind from the delete
+// manifests it added: their entries with status ADDED by s.
+func readKinds(ctx context.Context, fs iceio.IO, s *table.Snapshot) (k kinds, reads int, err error) {
+	manifests, reads, err := listAdded(ctx, fs, s)
+	if err != nil {
+		return k, reads, err
+	}
+	for _, m := range manifests {
+		if !m.deletes || m.added == 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return k, reads, err
+		}
+		reads++
+		err := manifestscan.ReadManifest(fs, m.path, kindFields, func(e *manifestscan.ManifestEntry) error {
+			if e.Status != manifestscan.StatusAdded || e.HasSnapshotID && e.SnapshotID != s.SnapshotID {
+				return nil
+			}
+			switch e.Content {
+			case int32(iceberg.EntryContentPosDeletes):
+				k.posFiles++
+				k.posRecords += e.RecordCount
+			case int32(iceberg.EntryContentEqDeletes):
+				k.eqFiles++
+				k.eqRecords += e.RecordCount
+			}
+			return nil
+		})
+		if err != nil {
+			return k, reads, fmt.Errorf("read manifest of snapshot %d: %w", s.SnapshotID, err)
+		}
+	}
+	return k, reads, nil
+}
+
+var kindFields = manifestscan.ManifestOptions{Fields: manifestscan.ManifestSnapshotID | manifestscan.ManifestContent |
+	manifestscan.ManifestRecordCount}

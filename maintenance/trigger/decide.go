@@ -71,6 +71,7 @@ func Decide(cfg Config, st State, c Counters, now time.Time) Decision {
 			short = append(short, fmt.Sprintf("%d/%d delete files", c.DeleteFiles, n))
 		}
 	}
+	met, short = deleteKinds(cfg, c, met, short)
 	var next string
 	if iv := cfg.Interval; iv > 0 {
 		switch ago := now.Sub(st.LastRun); {
@@ -100,6 +101,29 @@ func Decide(cfg Config, st State, c Counters, now time.Time) Decision {
 	}
 	d.Reason = "not due: " + parts
 	return d
+}
+
+// deleteKinds adds the per-kind delete thresholds to the met and short lists.
+func deleteKinds(cfg Config, c Counters, met, short []string) ([]string, []string) {
+	for _, k := range []struct {
+		key, noun string
+		threshold int64
+		got       int64
+	}{
+		{"position_delete_file_count", "position-delete file", int64(cfg.PositionDeleteFileCount), c.PositionDeleteFiles},
+		{"position_delete_record_count", "position delete", cfg.PositionDeleteRecordCount, c.PositionDeleteRecords},
+		{"equality_delete_file_count", "equality-delete file", int64(cfg.EqualityDeleteFileCount), c.EqualityDeleteFiles},
+		{"equality_delete_record_count", "equality delete", cfg.EqualityDeleteRecordCount, c.EqualityDeleteRecords},
+	} {
+		switch {
+		case k.threshold <= 0:
+		case k.got >= k.threshold:
+			met = append(met, fmt.Sprintf("%s added (%s %d)", plural64(k.got, k.noun), k.key, k.threshold))
+		default:
+			short = append(short, fmt.Sprintf("%d/%d %ss", k.got, k.threshold, k.noun))
+		}
+	}
+	return met, short
 }
 
 // HeldUntil is when cfg's rate limit lets the task run again after the
@@ -148,11 +172,13 @@ func Evaluate(ctx context.Context, tbl *table.Table, st State, cfg Config, now t
 	return Decide(cfg, st, c, now), nil
 }
 
-func plural(n int, noun string) string {
+func plural(n int, noun string) string { return plural64(int64(n), noun) }
+
+func plural64(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }
 
 // formatDuration prints d the way people say it: 45s, 40m, 2h, 1h30m, 3d,

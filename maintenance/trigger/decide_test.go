@@ -61,6 +61,20 @@ func TestDecide(t *testing.T) {
 			"due: 1 delete file added (delete_file_count 1)"},
 		{"delete files short", Config{DeleteFileCount: 5}, ran(time.Hour), Counters{}, false,
 			"not due: 0/5 delete files"},
+		{"position delete files met", Config{PositionDeleteFileCount: 3}, ran(time.Hour), Counters{PositionDeleteFiles: 3, EqualityDeleteFiles: 9}, true,
+			"due: 3 position-delete files added (position_delete_file_count 3)"},
+		{"position deletes met", Config{PositionDeleteRecordCount: 1000}, ran(time.Hour), Counters{PositionDeleteRecords: 1500}, true,
+			"due: 1500 position deletes added (position_delete_record_count 1000)"},
+		{"equality delete files met", Config{EqualityDeleteFileCount: 1}, ran(time.Hour), Counters{EqualityDeleteFiles: 1}, true,
+			"due: 1 equality-delete file added (equality_delete_file_count 1)"},
+		{"equality deletes met", Config{EqualityDeleteRecordCount: 10}, ran(time.Hour), Counters{EqualityDeleteRecords: 10}, true,
+			"due: 10 equality deletes added (equality_delete_record_count 10)"},
+		{"kinds apart: equality deletes do not make position thresholds", Config{PositionDeleteFileCount: 2, PositionDeleteRecordCount: 5},
+			ran(time.Hour), Counters{DeleteFiles: 40, EqualityDeleteFiles: 40, EqualityDeleteRecords: 400, PositionDeleteRecords: 4}, false,
+			"not due: 0/2 position-delete files, 4/5 position deletes"},
+		{"kinds short", Config{EqualityDeleteFileCount: 5, EqualityDeleteRecordCount: 100}, ran(time.Hour),
+			Counters{EqualityDeleteFiles: 2, EqualityDeleteRecords: 30}, false,
+			"not due: 2/5 equality-delete files, 30/100 equality deletes"},
 
 		{"interval never run", Config{Interval: time.Hour}, State{}, Counters{FromCreation: true}, true,
 			"due: never run (interval 1h)"},
@@ -210,6 +224,22 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+func TestConfigValidateDeleteKinds(t *testing.T) {
+	bad := Config{PositionDeleteFileCount: -1, PositionDeleteRecordCount: -2, EqualityDeleteFileCount: -3, EqualityDeleteRecordCount: -4}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("negative per-kind thresholds accepted")
+	}
+	for _, f := range []string{"position_delete_file_count", "position_delete_record_count", "equality_delete_file_count", "equality_delete_record_count"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("problems %q do not name %s", err, f)
+		}
+	}
+	if err := (Config{PositionDeleteFileCount: 1, PositionDeleteRecordCount: 1, EqualityDeleteFileCount: 1, EqualityDeleteRecordCount: 1}).Validate(); err != nil {
+		t.Fatalf("valid per-kind thresholds: %v", err)
+	}
+}
+
 func TestConfigEmpty(t *testing.T) {
 	for c, want := range map[Config]bool{
 		{}:                                  true,
@@ -218,6 +248,10 @@ func TestConfigEmpty(t *testing.T) {
 		{DataFileCount: 1}:                  false,
 		{DataFileBytes: 1}:                  false,
 		{DeleteFileCount: 1}:                false,
+		{PositionDeleteFileCount: 1}:        false,
+		{PositionDeleteRecordCount: 1}:      false,
+		{EqualityDeleteFileCount: 1}:        false,
+		{EqualityDeleteRecordCount: 1}:      false,
 		{Interval: time.Hour}:               false,
 		{Interval: time.Hour, RateLimit: 1}: false,
 	} {
