@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,17 +76,17 @@ func (b *switchable) Heartbeat(ctx context.Context, id string, ttl time.Duration
 	return b.Backend.Heartbeat(ctx, id, ttl)
 }
 
-type fleetClock struct {
-	mu sync.Mutex
-	t  time.Time
+// fleetClock is the tests' time, moved by hand.
+type fleetClock struct{ ns atomic.Int64 }
+
+func newFleetClock() *fleetClock {
+	c := &fleetClock{}
+	c.ns.Store(time.Unix(1_000_000, 0).UnixNano())
+	return c
 }
 
-func (c *fleetClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fleetClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func (c *fleetClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fleetClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func fleetScheduler(t *testing.T, r TableRunner, id string, b fleet.Backend, c *fleetClock, m *Metrics) *Scheduler {
 	t.Helper()
@@ -102,6 +103,22 @@ func fleetScheduler(t *testing.T, r TableRunner, id string, b fleet.Backend, c *
 	return s
 }
 
+// measuredScheduler is replica "a" over n tables, after a poll, with a
+// health gauge set for every table it owns.
+func measuredScheduler(t *testing.T, n int, b fleet.Backend, c *fleetClock) (*Scheduler, *fleetRunner, *Metrics) {
+	t.Helper()
+	r := newFleetRunner(n)
+	m := NewMetrics(prometheus.NewRegistry(), metrics.NewTables(true, 100))
+	a := fleetScheduler(t, r, "a", b, c, m)
+	a.poll(t.Context())
+	for _, id := range r.idents {
+		if name := strings.Join(id, "."); a.owns(name) {
+			m.health(Health{Table: name, DataFiles: 3}, c.now())
+		}
+	}
+	return a, r, m
+}
+
 func queued(s *Scheduler) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range s.Status().Queue {
@@ -113,7 +130,7 @@ func queued(s *Scheduler) map[string]bool {
 // Two replicas divide the tables: each table is decided (loaded) and queued
 // by exactly one of them; the status says who owns how many.
 func TestSchedulersDivideTables(t *testing.T) {
-	c := &fleetClock{t: time.Unix(1_000_000, 0)}
+	c := newFleetClock()
 	b := fleet.NewLocal(c.now)
 	ra, rz := newFleetRunner(60), newFleetRunner(60)
 	a := fleetScheduler(t, ra, "a", b, c, nil)
@@ -150,7 +167,7 @@ func TestSchedulersDivideTables(t *testing.T) {
 // A table that moved to another replica while queued by a poll is dropped
 // from the queue; a requested one runs here anyway (under its lease).
 func TestQueuedTableThatMovedIsDropped(t *testing.T) {
-	c := &fleetClock{t: time.Unix(1_000_000, 0)}
+	c := newFleetClock()
 	b := fleet.NewLocal(c.now)
 	r := newFleetRunner(40)
 	a := fleetScheduler(t, r, "a", b, c, nil)
@@ -204,17 +221,9 @@ func TestQueuedTableThatMovedIsDropped(t *testing.T) {
 // gauges: it never maintains everything on its own; once the backend is
 // back it takes its share again.
 func TestInvalidViewOwnsNothing(t *testing.T) {
-	c := &fleetClock{t: time.Unix(1_000_000, 0)}
+	c := newFleetClock()
 	b := &switchable{Backend: fleet.NewLocal(c.now)}
-	r := newFleetRunner(10)
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, metrics.NewTables(true, 100))
-	a := fleetScheduler(t, r, "a", b, c, m)
-	a.poll(t.Context())
-	for _, id := range r.idents {
-		name := strings.Join(id, ".")
-		m.health(Health{Table: name, DataFiles: 3}, c.now())
-	}
+	a, r, m := measuredScheduler(t, 10, b, c)
 	a.mu.Lock()
 	a.queue = nil
 	a.mu.Unlock()
@@ -252,16 +261,9 @@ func TestInvalidViewOwnsNothing(t *testing.T) {
 // Health gauges of tables another replica took are dropped at the next
 // poll; those still owned stay.
 func TestHealthOfMovedTablesDropped(t *testing.T) {
-	c := &fleetClock{t: time.Unix(1_000_000, 0)}
+	c := newFleetClock()
 	b := fleet.NewLocal(c.now)
-	r := newFleetRunner(30)
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, metrics.NewTables(true, 100))
-	a := fleetScheduler(t, r, "a", b, c, m)
-	a.poll(t.Context())
-	for _, id := range r.idents {
-		m.health(Health{Table: strings.Join(id, "."), DataFiles: 3}, c.now())
-	}
+	a, r, m := measuredScheduler(t, 30, b, c)
 	mz, _ := fleet.New(fleet.Config{ID: "z", TTL: 30 * time.Second}, fleet.Deps{Backend: b, Now: c.now})
 	_ = mz.Refresh(t.Context())
 	// One of the tables that move to z ran here just now (a request over

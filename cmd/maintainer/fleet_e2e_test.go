@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -24,6 +25,39 @@ type fleetStatus struct {
 	Members     []string `json:"members"`
 	OwnedTables int      `json:"owned_tables"`
 	Valid       bool     `json:"valid"`
+}
+
+// create makes table name with opt, as newGenWarehouseOf does.
+func (w *genWarehouse) create(t *testing.T, name string, opt gen.Options) {
+	t.Helper()
+	cat, err := w.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	opt.Namespace, opt.Table = genNamespace, name
+	if _, err := gen.Create(t.Context(), cat, opt); err != nil {
+		t.Fatalf("generate %s: %v", name, err)
+	}
+}
+
+// appendTo commits k appends of opt to table name, as a writer would.
+func (w *genWarehouse) appendTo(t testing.TB, name string, opt gen.Options, k int) {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := w.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, table.Identifier{genNamespace, name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Namespace, opt.Table = genNamespace, name
+	if _, err := gen.Append(ctx, tbl, opt, k, gen.NextAppendIndex(tbl)); err != nil {
+		t.Fatalf("append to %s: %v", name, err)
+	}
 }
 
 func (p *serveProc) fleet() fleetStatus {
@@ -58,15 +92,25 @@ func compactions(p *serveProc, from int) map[string]int {
 func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Need(t)
-	const n = 20
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("t%02d", i)
+	ids := []string{"r1", "r2", "r3"}
+	// 19 small tables and a bigger one of r3's, which r3 is killed while
+	// compacting (one group at a time leaves time between a compaction's
+	// first group and its commit). 15 commits, 5 files in each of 3
+	// partitions: below commit_count (16) until the writer adds one.
+	const n, created, commitCount = 20, 15, 16
+	big := "big0"
+	for i := 1; fleet.Owner(ids, genNamespace+"."+big) != "r3"; i++ {
+		big = fmt.Sprintf("big%d", i)
 	}
-	// 6 commits of 4 partitions each: below commit_count until the writer
-	// below adds 2; one group at a time leaves time between a compaction's
-	// first group and its commit.
-	w := newGenWarehouseOf(t, sqliteCatalog, gen.Options{Appends: 6, RowsPerAppend: 200, Partitions: 4, Seed: 7}, names...)
+	names := []string{big}
+	for i := range n - 1 {
+		names = append(names, fmt.Sprintf("t%02d", i))
+	}
+	small := gen.Options{Appends: created, RowsPerAppend: 200, Partitions: 3, Seed: 7}
+	w := newGenWarehouseOf(t, sqliteCatalog, small, names[1:]...)
+	bigOpt := small
+	bigOpt.RowsPerAppend = 20000
+	w.create(t, big, bigOpt)
 	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
 	cfg, _ := w.redisConfig(t, addr, `server:
   listen: 127.0.0.1:0
@@ -80,7 +124,7 @@ tables:
   - match: "demo.*"
     compact:
       max_concurrent_groups: 1
-      trigger: {commit_count: 8, interval: 0s, rate_limit: 0s}
+      trigger: {commit_count: `+fmt.Sprint(commitCount)+`, interval: 0s, rate_limit: 0s}
     expire: {enabled: false}
     orphans: {enabled: false}
 `)
@@ -89,7 +133,6 @@ tables:
 		t.Fatal(err)
 	}
 	text = []byte(strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1))
-	ids := []string{"r1", "r2", "r3"}
 	procs := map[string]*serveProc{}
 	for _, id := range ids {
 		c := writeFile(t, filepath.Join(w.dir, id+".yaml"), strings.Replace(string(text), "replica_id: REPLICA", "replica_id: "+id, 1))
@@ -111,24 +154,14 @@ tables:
 	}
 
 	// Round 1: the writer makes every table due.
-	appendTo := func(name string, k int) {
-		t.Helper()
-		cat, err := w.open(t.Context())
-		if err != nil {
-			t.Fatal(err)
+	writer := func(name string) gen.Options {
+		if name == big {
+			return bigOpt
 		}
-		defer cat.Close()
-		tbl, err := cat.LoadTable(t.Context(), table.Identifier{genNamespace, name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt := gen.Options{Namespace: genNamespace, Table: name, RowsPerAppend: 200, Partitions: 4, Seed: 7}
-		if _, err := gen.Append(t.Context(), tbl, opt, k, gen.NextAppendIndex(tbl)); err != nil {
-			t.Fatal(err)
-		}
+		return small
 	}
 	for _, name := range names {
-		appendTo(name, 2)
+		w.appendTo(t, name, writer(name), commitCount-created)
 	}
 	want := map[string]tableState{}
 	for _, name := range names {
@@ -159,34 +192,26 @@ tables:
 	for _, id := range ids {
 		mark[id] = len(procs[id].proc.stderrText())
 	}
-	slices.SortStableFunc(names, func(a, b string) int { // r3's tables first
-		ra, rb := fleet.Owner(ids, genNamespace+"."+a) == "r3", fleet.Owner(ids, genNamespace+"."+b) == "r3"
-		switch {
-		case ra && !rb:
-			return -1
-		case rb && !ra:
-			return 1
-		}
-		return 0
-	})
-	for _, name := range names {
-		appendTo(name, 8)
-		want[name] = w.state(t, name)
-	}
+	// The writer makes r3's big table due, and r3 is killed once it has
+	// rewritten a group of it; then the other tables become due.
+	w.appendTo(t, big, bigOpt, commitCount)
+	want[big] = w.state(t, big)
 	r3 := procs["r3"]
-	groupLine := regexp.MustCompile(`msg="group rewritten" table=(\S+)`)
-	var killedIn string
-	r3.waitFor("r3 rewriting a group", func() bool {
-		if m := groupLine.FindStringSubmatch(r3.proc.stderrText()[mark["r3"]:]); m != nil {
-			killedIn = m[1]
-			return true
+	killedIn := genNamespace + "." + big
+	groupLine := `msg="group rewritten" table=` + killedIn
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(r3.proc.stderrText()[mark["r3"]:], groupLine); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 rewrote no group of %s in round 2:\n%s", big, r3.proc.stderrText()[mark["r3"]:])
 		}
-		return false
-	})
+	}
 	if err := r3.proc.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	for _, name := range names[1:] {
+		w.appendTo(t, name, writer(name), commitCount)
+		want[name] = w.state(t, name)
+	}
 	_ = r3.proc.wait(t)
 	if compactions(r3, mark["r3"])[killedIn] != 0 {
 		t.Fatalf("r3 finished compacting %s before SIGKILL reached it: make the tables bigger", killedIn)

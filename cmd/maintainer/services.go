@@ -91,6 +91,21 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 // not all select a table would leave the table to a member that never
 // maintains it.
 func (s *services) fleetMember(cfg *config.Config, tableFlags []string, reg prometheus.Registerer, log *slog.Logger) (*fleet.Member, error) {
+	fc := fleet.DefaultConfig()
+	fc.TTL = cfg.Lock.TTL
+	if cfg.Scheduler.ReplicaID != "" {
+		fc.ID = cfg.Scheduler.ReplicaID
+	}
+	m, err := fleet.New(fc, fleet.Deps{Backend: s.membership(fleetKey(cfg, tableFlags)), Metrics: fleet.NewMetrics(reg), Logger: log})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: scheduler: %w", cfg.Path, err)}
+	}
+	return m, nil
+}
+
+// fleetKey is the membership key of the fleet of processes with cfg's
+// prefix, catalog and selection: "PREFIX:fleet:CATALOG:DIGEST".
+func fleetKey(cfg *config.Config, tableFlags []string) string {
 	var globs []string
 	for _, t := range cfg.Tables {
 		globs = append(globs, "match="+t.Match)
@@ -104,18 +119,7 @@ func (s *services) fleetMember(cfg *config.Config, tableFlags []string, reg prom
 		h.Write([]byte(g))
 		h.Write([]byte{0})
 	}
-	prefix, catalog := cfg.Lock.Redis.KeyPrefix, cfg.Catalog.Name
-	key := fmt.Sprintf("%s:fleet:%s:%08x", prefix, catalog, h.Sum32())
-	fc := fleet.DefaultConfig()
-	fc.TTL = cfg.Lock.TTL
-	if cfg.Scheduler.ReplicaID != "" {
-		fc.ID = cfg.Scheduler.ReplicaID
-	}
-	m, err := fleet.New(fc, fleet.Deps{Backend: s.membership(key), Metrics: fleet.NewMetrics(reg), Logger: log})
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: scheduler: %w", cfg.Path, err)}
-	}
-	return m, nil
+	return fmt.Sprintf("%s:fleet:%s:%08x", cfg.Lock.Redis.KeyPrefix, cfg.Catalog.Name, h.Sum32())
 }
 
 // redisTLS turns the validated tls block into a client TLS config.
