@@ -93,10 +93,12 @@ func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Need(t)
 	ids := []string{"r1", "r2", "r3"}
-	// 19 small tables and a bigger one of r3's, which r3 is killed while
-	// compacting (one group at a time leaves time between a compaction's
-	// first group and its commit). 15 commits, 5 files in each of 3
-	// partitions: below commit_count (16) until the writer adds one.
+	// 19 small tables: 15 commits, 5 files in each of 3 partitions, below
+	// commit_count (16) until the writer adds one. And a bigger one of
+	// r3's, which r3 is killed while compacting in round 2: 100 commits, 5
+	// files in each of 20 partitions (one group at a time leaves time
+	// between a compaction's first group and its commit), below its
+	// commit_count (101) until then.
 	const n, created, commitCount = 20, 15, 16
 	big := "big0"
 	for i := 1; fleet.Owner(ids, genNamespace+"."+big) != "r3"; i++ {
@@ -108,8 +110,7 @@ func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	}
 	small := gen.Options{Appends: created, RowsPerAppend: 200, Partitions: 3, Seed: 7}
 	w := newGenWarehouseOf(t, sqliteCatalog, small, names[1:]...)
-	bigOpt := small
-	bigOpt.RowsPerAppend = 20000
+	bigOpt := gen.Options{Appends: 100, RowsPerAppend: 20000, Partitions: 20, Seed: 7}
 	w.create(t, big, bigOpt)
 	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
 	cfg, _ := w.redisConfig(t, addr, `server:
@@ -127,6 +128,9 @@ tables:
       trigger: {commit_count: `+fmt.Sprint(commitCount)+`, interval: 0s, rate_limit: 0s}
     expire: {enabled: false}
     orphans: {enabled: false}
+  - match: "demo.big*"
+    compact:
+      trigger: {commit_count: 101}
 `)
 	text, err := os.ReadFile(cfg)
 	if err != nil {
@@ -154,23 +158,17 @@ tables:
 	}
 
 	// Round 1: the writer makes every table due.
-	writer := func(name string) gen.Options {
-		if name == big {
-			return bigOpt
-		}
-		return small
-	}
-	for _, name := range names {
-		w.appendTo(t, name, writer(name), commitCount-created)
+	for _, name := range names[1:] {
+		w.appendTo(t, name, small, commitCount-created)
 	}
 	want := map[string]tableState{}
 	for _, name := range names {
 		want[name] = w.state(t, name)
 	}
-	procs["r1"].waitFor("every table compacted", func() bool {
-		return !slices.ContainsFunc(names, func(name string) bool { return !w.state(t, name).compacted() })
+	procs["r1"].waitFor("every small table compacted", func() bool {
+		return !slices.ContainsFunc(names[1:], func(name string) bool { return !w.state(t, name).compacted() })
 	})
-	for _, name := range names {
+	for _, name := range names[1:] {
 		full := genNamespace + "." + name
 		owner := fleet.Owner(ids, full)
 		for _, id := range ids {
@@ -194,7 +192,7 @@ tables:
 	}
 	// The writer makes r3's big table due, and r3 is killed once it has
 	// rewritten a group of it; then the other tables become due.
-	w.appendTo(t, big, bigOpt, commitCount)
+	w.appendTo(t, big, bigOpt, 1)
 	want[big] = w.state(t, big)
 	r3 := procs["r3"]
 	killedIn := genNamespace + "." + big
@@ -209,12 +207,13 @@ tables:
 	}
 	killed := time.Now()
 	for _, name := range names[1:] {
-		w.appendTo(t, name, writer(name), commitCount)
+		w.appendTo(t, name, small, commitCount)
 		want[name] = w.state(t, name)
 	}
 	_ = r3.proc.wait(t)
 	if compactions(r3, mark["r3"])[killedIn] != 0 {
-		t.Fatalf("r3 finished compacting %s before SIGKILL reached it: make the tables bigger", killedIn)
+		t.Fatalf("r3 finished compacting %s before SIGKILL reached it: make the table bigger\n%s", killedIn,
+			grepLines(r3.proc.stderrText()[mark["r3"]:], killedIn))
 	}
 	t.Logf("r3 killed while compacting %s", killedIn)
 	survivors := []string{"r1", "r2"}

@@ -85,7 +85,7 @@ tables:
 	for b.Loop() {
 		// One replica alone.
 		alone := startBenchServe(b, dir, config("alone"))
-		alone.waitPolls(b, 1)
+		alone.waitPolls(b, 2) // the first, which measured every table's health, is over
 		aloneCPU := alone.pollCPU(b, window)
 		alone.stop(b)
 		b.Logf("1 replica alone, %d tables: %.0f cpu-ms a poll", n, aloneCPU)
@@ -101,7 +101,9 @@ tables:
 			p.waitFor(b, "every member", func() bool { return len(p.fleet(b).Members) == replicas })
 		}
 		for _, p := range procs {
-			p.waitPolls(b, p.polls(b)+1) // a poll with every member seen
+			// Past the poll that measured the tables it took when the
+			// last member joined.
+			p.waitPolls(b, p.polls(b)+2)
 		}
 		var wg sync.WaitGroup
 		cpu := make([]float64, replicas)
