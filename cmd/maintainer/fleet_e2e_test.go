@@ -86,9 +86,9 @@ func compactions(p *serveProc, from int) map[string]int {
 
 // Three serve replicas over one catalog of 20 tables share one
 // redis-server: each table is compacted once, by the replica rendezvous
-// hashing gives it. One replica killed with SIGKILL in the middle of a
-// compaction hands its tables to the other two (its heartbeat and its lease
-// expire after lock.ttl), which compact them with every row kept.
+// hashing gives it. One replica killed with SIGKILL as it starts compacting
+// one of its tables hands its tables to the other two (its heartbeat and its
+// lease expire after lock.ttl), which compact them with every row kept.
 func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Need(t)
