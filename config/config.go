@@ -38,6 +38,7 @@
 //	  state_file: /var/lib/maintainer/state.json  # trigger state with a local lock
 //	  shutdown_grace: 60s
 //	  lock_wait: 0s
+//	  replica_id: ${POD_NAME}  # default: host name + random suffix
 //	metrics:
 //	  table_label: true
 //	  max_tables: 200
@@ -230,6 +231,9 @@ type SchedulerConfig struct {
 	// LockWait is how long a run waits for a table another replica is
 	// working on; default 0 (report busy at once).
 	LockWait time.Duration `yaml:"lock_wait"`
+	// ReplicaID names this serve replica among those sharing the tables;
+	// empty: the host name plus a random suffix.
+	ReplicaID string `yaml:"replica_id"`
 }
 
 // MetricsConfig bounds the per-table series.

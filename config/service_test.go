@@ -54,6 +54,7 @@ scheduler:
   state_file: state/triggers.json
   shutdown_grace: 5m
   lock_wait: 10s
+  replica_id: maintainer-0
 metrics:
   table_label: false
   max_tables: 50
@@ -69,7 +70,7 @@ metrics:
 		t.Errorf("server: %+v", c.Server)
 	}
 	want := SchedulerConfig{PollInterval: 2 * time.Minute, MaxConcurrentTables: 4,
-		StateFile: filepath.Join(dir, "state/triggers.json"), ShutdownGrace: 5 * time.Minute, LockWait: 10 * time.Second}
+		StateFile: filepath.Join(dir, "state/triggers.json"), ShutdownGrace: 5 * time.Minute, LockWait: 10 * time.Second, ReplicaID: "maintainer-0"}
 	if c.Scheduler != want {
 		t.Errorf("scheduler = %+v; want %+v", c.Scheduler, want)
 	}
@@ -88,6 +89,7 @@ scheduler:
   max_concurrent_tables: 0
   shutdown_grace: -1s
   state_file: ""
+  replica_id: " "
 metrics:
   max_tables: 0
   health_interval: 10ms
@@ -101,9 +103,10 @@ metrics:
 		`maintainer.yaml:11:3: scheduler.max_concurrent_tables: must be at least 1 (got 0)`,
 		`maintainer.yaml:12:3: scheduler.shutdown_grace: must not be negative (got -1s)`,
 		`maintainer.yaml:13:3: scheduler.state_file: must not be empty (leave it out to keep state in memory)`,
-		`maintainer.yaml:15:3: metrics.max_tables: must be at least 1 (got 0); set table_label: false to drop the label`,
-		`maintainer.yaml:16:3: metrics.health_interval: must be at least 1s (got 10ms)`,
-		`maintainer.yaml:17:3: metrics.tabel_label: unknown key (did you mean "table_label"?)`,
+		`maintainer.yaml:14:3: scheduler.replica_id: must not be empty (leave it out for the host name plus a random suffix)`,
+		`maintainer.yaml:16:3: metrics.max_tables: must be at least 1 (got 0); set table_label: false to drop the label`,
+		`maintainer.yaml:17:3: metrics.health_interval: must be at least 1s (got 10ms)`,
+		`maintainer.yaml:18:3: metrics.tabel_label: unknown key (did you mean "table_label"?)`,
 	}
 	slices.Sort(got)
 	slices.Sort(want)

@@ -305,6 +305,9 @@ func (v *validator) scheduler(s *SchedulerConfig) {
 	if s.LockWait < 0 && v.checkable("scheduler.lock_wait") {
 		v.problem("scheduler.lock_wait", "must not be negative (got %s)", s.LockWait)
 	}
+	if set("scheduler.replica_id") && v.checkable("scheduler.replica_id") && strings.TrimSpace(s.ReplicaID) == "" {
+		v.problem("scheduler.replica_id", "must not be empty (leave it out for the host name plus a random suffix)")
+	}
 	if set("scheduler.state_file") && v.checkable("scheduler.state_file") {
 		switch {
 		case strings.TrimSpace(s.StateFile) == "":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/iceberg-maintainer/maintainer/fleet"
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/metrics"
 	"github.com/iceberg-maintainer/maintainer/server"
@@ -79,6 +80,7 @@ func exportedMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
 	rec := &recordingRegisterer{reg: prometheus.NewRegistry()}
 	m := maintenance.NewMetrics(rec, metrics.NewTables(true, 10))
+	fleet.NewMetrics(rec)
 	// The running-task gauges have series only while a task runs.
 	m.WatchRunning(func() []maintenance.RunningTask {
 		return []maintenance.RunningTask{{Table: "x.y", Task: maintenance.TaskCompact, Started: time.Now()}}

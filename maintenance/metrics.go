@@ -48,6 +48,7 @@ type Metrics struct {
 	queueLength   prometheus.Gauge
 	running       prometheus.Gauge
 	managed       prometheus.Gauge
+	owned         prometheus.Gauge
 	polls         *prometheus.CounterVec
 	healthFiles   *prometheus.GaugeVec
 	healthSmall   *prometheus.GaugeVec
@@ -110,6 +111,8 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 			Help: "Tables being maintained right now."}),
 		managed: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "managed_tables",
 			Help: "Tables selected for maintenance at the last poll."}),
+		owned: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "owned_tables",
+			Help: "Managed tables this replica owns in its view of the fleet at the last poll: those it polls, measures and maintains."}),
 		polls:         counter("polls_total", "Polls of the catalog by result (success, failure).", metrics.LabelResult),
 		healthFiles:   gauge("table_data_files", "Data files in the table's current snapshot.", tl),
 		healthSmall:   gauge("table_small_files", "Data files smaller than the compaction minimum size.", tl),
@@ -254,18 +257,27 @@ func (m *Metrics) health(h Health, at time.Time) {
 	m.healthTime.WithLabelValues(tl).Set(float64(at.Unix()))
 }
 
-// managedTables records the selection after a poll and forgets the series of
-// tables that left it.
-func (m *Metrics) managedTables(names []string) {
+// managedTables records the sizes of the selection and of this replica's
+// share after a poll, and forgets the series of the tables not in keep
+// (those that left the selection, or another replica owns).
+func (m *Metrics) managedTables(managed, owned int, keep map[string]bool) {
 	if m == nil {
 		return
 	}
-	m.managed.Set(float64(len(names)))
-	keep := make(map[string]bool, len(names))
-	for _, n := range names {
-		keep[n] = true
-	}
+	m.managed.Set(float64(managed))
+	m.owned.Set(float64(owned))
 	m.tables.Retain(keep)
+}
+
+// dropHealth deletes a table's health and orphan gauges: another replica
+// owns it now and measures it, and a stale copy here would mislead max by
+// (table).
+func (m *Metrics) dropHealth(table string) {
+	if m == nil {
+		return
+	}
+	metrics.DeleteTable(table, m.orphanFiles, m.orphanBytes, m.healthFiles, m.healthSmall, m.healthCompact, m.healthBytes,
+		m.healthDeletes, m.healthSnaps, m.healthOldest, m.healthCommits, m.healthTime)
 }
 
 func (m *Metrics) poll(ok bool) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/fleet"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -74,9 +76,25 @@ type TableRunner interface {
 
 var _ TableRunner = (*Runner)(nil)
 
+// Fleet divides the managed tables among the serve replicas sharing a lock
+// backend; *fleet.Member implements it.
+type Fleet interface {
+	// Refresh renews this replica's heartbeat and re-reads the members
+	// (the scheduler calls it before each poll, so a member that left or
+	// died is seen at once); on failure the last view holds for at most a
+	// TTL, and the fleet logs and counts the error.
+	Refresh(ctx context.Context) error
+	// View is the current view: the members, and whether it is valid.
+	View() fleet.View
+}
+
 // SchedulerDeps are the scheduler's collaborators; Runner is required.
 type SchedulerDeps struct {
 	Runner TableRunner
+	// Fleet says which tables this replica owns: it polls, measures and
+	// maintains only those (requests over HTTP run whatever the owner).
+	// nil: this replica owns every table.
+	Fleet Fleet
 	// Metrics takes the queue, poll and trigger metrics; nil records
 	// nothing, and then polls do not measure health either (nobody would
 	// see the gauges).
@@ -153,6 +171,7 @@ const holdLookup = 5 * time.Second
 // MaxConcurrentTables of them at a time, each under its lease.
 type Scheduler struct {
 	r       TableRunner
+	fleet   Fleet
 	cfg     SchedulerConfig
 	log     *slog.Logger
 	metrics *Metrics
@@ -168,7 +187,10 @@ type Scheduler struct {
 	stopping    bool
 	lastPoll    time.Time
 	lastPollErr string
-	healthAt    map[string]time.Time
+	healthAt    map[string]time.Time // tables whose health gauges this replica set
+	// ranAt is when a table's last run here ended: a table this replica no
+	// longer owns keeps its series for seriesGrace after it.
+	ranAt map[string]time.Time
 	// held are the requested tasks waiting for their rate limit to end, by
 	// table and task: one timer each, however often an alert repeats.
 	held map[heldKey]*heldEntry
@@ -235,8 +257,9 @@ func NewScheduler(cfg SchedulerConfig, d SchedulerDeps) (*Scheduler, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Scheduler{r: d.Runner, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
-		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{}, held: map[heldKey]*heldEntry{}}, nil
+	return &Scheduler{r: d.Runner, fleet: d.Fleet, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
+		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{},
+		ranAt: map[string]time.Time{}, held: map[heldKey]*heldEntry{}}, nil
 }
 
 // Run polls and works until ctx is done, then stops taking work, gives the
@@ -303,9 +326,24 @@ func (s *Scheduler) notify() {
 	}
 }
 
-// poll refreshes the table list, queues tables with due tasks, and
-// re-measures stale health gauges. A catalog error keeps the last list.
+// seriesGrace is how long the series of a table that moved to another
+// replica outlive its last run here, so that scrapes see its final counts.
+// Its health gauges go at once: the new owner measures it.
+const seriesGrace = 10 * time.Minute
+
+// owns reports whether this replica polls, measures and maintains table:
+// the one ownership check of the scheduler.
+func (s *Scheduler) owns(table string) bool {
+	return s.fleet == nil || s.fleet.View().Owns(table)
+}
+
+// poll refreshes the fleet's view and the table list, queues the owned
+// tables with due tasks, and re-measures their stale health gauges. A
+// catalog error keeps the last list.
 func (s *Scheduler) poll(ctx context.Context) {
+	if s.fleet != nil {
+		_ = s.fleet.Refresh(ctx) // logged and counted by the fleet; its view says what is owned
+	}
 	idents, err := s.r.Tables(ctx)
 	now := s.now()
 	if err != nil {
@@ -326,22 +364,55 @@ func (s *Scheduler) poll(ctx context.Context) {
 		names[i] = strings.Join(id, ".")
 		known[names[i]] = id
 	}
-	s.metrics.managedTables(names)
+	owned := make(map[string]bool, len(names))
+	for _, name := range names {
+		if s.owns(name) {
+			owned[name] = true
+		}
+	}
+	if s.fleet != nil && len(owned) == 0 && len(names) > 0 {
+		if v := s.fleet.View(); !v.Valid {
+			s.log.Warn("poll: this replica owns no table: its view of the fleet is not valid", "replica", v.Self, "err", v.Err)
+		}
+	}
 	s.mu.Lock()
 	s.known, s.lastPoll, s.lastPollErr = known, now, ""
+	keep := maps.Clone(owned)
+	var dropHealth []string
 	for name := range s.healthAt {
-		if _, ok := known[name]; !ok {
+		if !owned[name] {
+			// Gone, or another replica's now: it measures the table.
+			dropHealth = append(dropHealth, name)
 			delete(s.healthAt, name)
 		}
 	}
+	for name, at := range s.ranAt {
+		if _, ok := known[name]; ok && now.Sub(at) < seriesGrace {
+			keep[name] = true
+		} else {
+			delete(s.ranAt, name)
+		}
+	}
+	for _, e := range s.queue {
+		keep[e.Table] = true
+	}
+	for name := range s.running {
+		keep[name] = true
+	}
 	s.mu.Unlock()
+	s.metrics.managedTables(len(names), len(owned), keep)
+	for _, name := range dropHealth {
+		if _, ok := known[name]; ok {
+			s.metrics.dropHealth(name)
+		}
+	}
 
 	for i, ident := range idents {
 		if ctx.Err() != nil {
 			return
 		}
 		name := names[i]
-		if s.busy(name) {
+		if !owned[name] || s.busy(name) {
 			continue
 		}
 		// The health gauges are re-measured from the table loaded here.
@@ -442,6 +513,7 @@ func mergeTasks(a, b []string) []string {
 // next blocks until a queued table that is not running can start, or the
 // scheduler stops (nil).
 func (s *Scheduler) next(ctx context.Context) *QueuedTable {
+take:
 	for {
 		s.mu.Lock()
 		if s.stopping {
@@ -453,6 +525,14 @@ func (s *Scheduler) next(ctx context.Context) *QueuedTable {
 				continue
 			}
 			s.queue = slices.Delete(s.queue, i, i+1)
+			if !e.Manual && !e.Force && !s.owns(e.Table) {
+				// Polled work for a table that moved to another replica
+				// while it waited: the new owner's poll decides.
+				s.metrics.queue(len(s.queue), len(s.running))
+				s.log.Debug("dropped from the queue: the table is another replica's now", "table", e.Table)
+				s.mu.Unlock()
+				continue take
+			}
 			e.Started = s.now()
 			s.running[e.Table] = e
 			s.metrics.queue(len(s.queue), len(s.running))
@@ -505,6 +585,7 @@ func (s *Scheduler) worker(ctx, workCtx context.Context) {
 			s.recent = slices.Delete(s.recent, 0, over)
 		}
 		s.healthAt[e.Table] = now // a run that changed the table measured it
+		s.ranAt[e.Table] = now
 		s.metrics.queue(len(s.queue), len(s.running))
 		s.mu.Unlock()
 		if (e.Manual || e.Force) && allBusy(outs) && e.BusyRetries < maxBusyRetries {
@@ -672,6 +753,22 @@ type Status struct {
 	// is queued at its held_until.
 	Held   []HeldRequest `json:"held"`
 	Recent []RecentRun   `json:"recent"`
+	// Fleet is this replica's share of the tables; absent without a fleet.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
+}
+
+// FleetStatus is this replica's view of the fleet in GET /v1/status.
+type FleetStatus struct {
+	Replica string   `json:"replica"`
+	Members []string `json:"members"` // sorted; [] while the view is not valid
+	// OwnedTables are the managed tables of the last poll this replica
+	// owns in the current view.
+	OwnedTables int `json:"owned_tables"`
+	// Valid: the view is younger than a heartbeat's TTL; when not, this
+	// replica owns no table.
+	Valid      bool      `json:"valid"`
+	ValidUntil time.Time `json:"valid_until,omitzero"`
+	Error      string    `json:"error,omitempty"`
 }
 
 // HeldRequest is one requested task that its rate_limit holds back.
@@ -706,6 +803,16 @@ func (s *Scheduler) Status() Status {
 	slices.SortFunc(st.Running, func(a, b QueuedTable) int { return strings.Compare(a.Table, b.Table) })
 	if st.Recent == nil {
 		st.Recent = []RecentRun{}
+	}
+	if s.fleet != nil {
+		v := s.fleet.View()
+		fs := &FleetStatus{Replica: v.Self, Members: v.Members, Valid: v.Valid, ValidUntil: v.Until, Error: v.Err}
+		for name := range s.known {
+			if v.Owns(name) {
+				fs.OwnedTables++
+			}
+		}
+		st.Fleet = fs
 	}
 	return st
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,11 @@ func (g *globals) serve(ctx context.Context) error {
 	sc.MaxConcurrentTables = e.cfg.Scheduler.MaxConcurrentTables
 	sc.ShutdownGrace = e.cfg.Scheduler.ShutdownGrace
 	sc.HealthInterval = e.cfg.Metrics.HealthInterval
-	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Metrics: e.metrics, Logger: e.log})
+	member, err := e.svc.fleetMember(e.cfg, g.tables, reg, e.log)
+	if err != nil {
+		return err
+	}
+	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Fleet: member, Metrics: e.metrics, Logger: e.log})
 	if err != nil {
 		return usageError{err}
 	}
@@ -57,6 +62,12 @@ func (g *globals) serve(ctx context.Context) error {
 				return err
 			},
 			"lock": e.svc.ping,
+			"fleet": func(context.Context) error {
+				if v := member.View(); !v.Valid {
+					return fmt.Errorf("replica %s owns no table: its view of the fleet is not valid (%s)", v.Self, cmp.Or(v.Err, "no heartbeat yet"))
+				}
+				return nil
+			},
 			"scheduler": func(context.Context) error {
 				if sched.Stopping() {
 					return errors.New("shutting down: finishing running tasks")
@@ -72,7 +83,7 @@ func (g *globals) serve(ctx context.Context) error {
 		return usageError{fmt.Errorf("%s: server: %w", e.cfg.Path, err)}
 	}
 	e.log.Info("serving", "listen", srvCfg.Listen, "catalog", e.cfg.Catalog.Name, "lock", e.svc.backend,
-		"poll_interval", sc.PollInterval, "max_concurrent_tables", sc.MaxConcurrentTables)
+		"replica", member.ID(), "poll_interval", sc.PollInterval, "max_concurrent_tables", sc.MaxConcurrentTables)
 	// The HTTP side outlives SIGTERM until the scheduler is done: during
 	// the grace period /metrics and the probes still answer, /readyz and
 	// the trigger endpoints say 503 (the scheduler is stopping). A server
@@ -99,6 +110,9 @@ func (g *globals) serve(ctx context.Context) error {
 		stopSrv()
 		return err
 	})
+	// The member leaves the fleet at SIGTERM, while running tasks finish:
+	// the others take this replica's tables at their next poll.
+	grp.Go(func() error { return member.Run(schedCtx) })
 	err = grp.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serve: %w", err)

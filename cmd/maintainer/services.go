@@ -5,9 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/fleet"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
@@ -16,15 +21,18 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
 
-// services are the lock and trigger-state backends the config chose: Redis
-// for both (shared between replicas), or an in-process lock with the state
-// in a local file (or in memory when no state_file is set).
+// services are the lock, trigger-state and fleet-membership backends the
+// config chose: Redis for all three (shared between replicas), or an
+// in-process lock with the state in a local file (or in memory when no
+// state_file is set) and a fleet of one.
 type services struct {
 	locker  lock.Locker
 	lockKey func(table string) string
 	state   trigger.Store
-	backend string
-	close   func()
+	// membership is the fleet membership whose index key is key.
+	membership func(key string) fleet.Backend
+	backend    string
+	close      func()
 }
 
 func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
@@ -48,6 +56,7 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		}
 		s.locker = rl
 		s.state = trigger.NewKVStore(rl, prefix, catalog)
+		s.membership = func(key string) fleet.Backend { return rl.Membership(key) }
 		s.close = func() {
 			if err := rl.Close(); err != nil {
 				log.Warn("close redis connections", "err", err)
@@ -55,6 +64,7 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		}
 	default:
 		s.locker = memlock.New()
+		s.membership = func(string) fleet.Backend { return fleet.NewLocal(nil) }
 		if cfg.Scheduler.StateFile != "" {
 			fs, err := trigger.NewFileStore(cfg.Scheduler.StateFile)
 			if err != nil {
@@ -66,6 +76,50 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		}
 	}
 	return s, nil
+}
+
+// fleetMember is serve's membership of the fleet of replicas that share
+// the lock backend and maintain the same selection: its heartbeat lives
+// lock.ttl, so a replica that dies gives up its tables as its leases
+// expire.
+//
+// The membership key holds a digest of the selection (the config's
+// tables[].match and the --table flags): replicas that select different
+// tables (during a rolling update that changes them) form separate fleets,
+// so each divides only what all its members select. Two fleets over one
+// table both try it, and the lease decides; one fleet over members that do
+// not all select a table would leave the table to a member that never
+// maintains it.
+func (s *services) fleetMember(cfg *config.Config, tableFlags []string, reg prometheus.Registerer, log *slog.Logger) (*fleet.Member, error) {
+	fc := fleet.DefaultConfig()
+	fc.TTL = cfg.Lock.TTL
+	if cfg.Scheduler.ReplicaID != "" {
+		fc.ID = cfg.Scheduler.ReplicaID
+	}
+	m, err := fleet.New(fc, fleet.Deps{Backend: s.membership(fleetKey(cfg, tableFlags)), Metrics: fleet.NewMetrics(reg), Logger: log})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: scheduler: %w", cfg.Path, err)}
+	}
+	return m, nil
+}
+
+// fleetKey is the membership key of the fleet of processes with cfg's
+// prefix, catalog and selection: "PREFIX:fleet:CATALOG:DIGEST".
+func fleetKey(cfg *config.Config, tableFlags []string) string {
+	var globs []string
+	for _, t := range cfg.Tables {
+		globs = append(globs, "match="+t.Match)
+	}
+	for _, t := range tableFlags {
+		globs = append(globs, "flag="+t)
+	}
+	slices.Sort(globs)
+	h := fnv.New32a()
+	for _, g := range slices.Compact(globs) {
+		h.Write([]byte(g))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s:fleet:%s:%08x", cfg.Lock.Redis.KeyPrefix, cfg.Catalog.Name, h.Sum32())
 }
 
 // redisTLS turns the validated tls block into a client TLS config.

@@ -1,0 +1,297 @@
+// Package fleet divides the managed tables among the `serve` replicas that
+// share a lock backend. Each replica is a member: it writes a heartbeat that
+// expires after a TTL, re-written every TTL/3, and reads the live members
+// back. A table belongs to the live member that rendezvous
+// (highest-random-weight) hashing of its name picks, so every replica that
+// sees the same members agrees on every owner without talking to the
+// others, and a member joining or leaving moves only its share (about 1/n)
+// of the tables.
+//
+// Ownership only avoids wasted work: two replicas whose views differ for a
+// moment (a member joined since one of them last looked) may both try a
+// table, and the per-table lease decides. A replica that cannot reach the
+// backend keeps its last view for at most one TTL (the time its own
+// heartbeat lives), then owns nothing until it reaches the backend again:
+// by then the others no longer count it, and take its tables.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/validate"
+)
+
+// Config says who this member is and how long its heartbeat lives.
+type Config struct {
+	// ID names this replica among the members; unique per process (the
+	// pod name, or DefaultID).
+	ID string
+	// TTL is how long a heartbeat lives; it is written again every TTL/3.
+	// A replica that stopped without leaving keeps its tables for at most
+	// this long.
+	TTL time.Duration
+}
+
+// DefaultConfig returns a Config with a DefaultID and a 60s TTL (the lock's
+// default, so tables change hands as fast as leases expire).
+func DefaultConfig() Config { return Config{ID: DefaultID(), TTL: time.Minute} }
+
+// Validate reports every bad field; it never mutates c.
+func (c Config) Validate() error {
+	var v validate.Collector
+	if strings.TrimSpace(c.ID) == "" {
+		v.Add("replica_id", c.ID, "must not be empty")
+	}
+	if c.TTL < 3*time.Millisecond {
+		v.Add("ttl", c.TTL, "must be at least 3ms")
+	}
+	return v.Err()
+}
+
+// DefaultID is the host name (a pod's name in Kubernetes) plus a random
+// suffix, so two processes on one host, or a restarted pod whose old
+// heartbeat still lives, are distinct members.
+func DefaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "maintainer"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// Backend stores the heartbeats. lock/redislock.Locker implements it on
+// Redis (a quorum of nodes), Local in process.
+type Backend interface {
+	// Heartbeat marks id alive for ttl.
+	Heartbeat(ctx context.Context, id string, ttl time.Duration) error
+	// Members lists the ids whose heartbeat has not expired.
+	Members(ctx context.Context) ([]string, error)
+	// Leave removes id at once.
+	Leave(ctx context.Context, id string) error
+}
+
+// Deps are the member's collaborators; Backend is required.
+type Deps struct {
+	Backend Backend
+	Metrics *Metrics // nil records nothing
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Member is this replica's membership: its heartbeat and its view of the
+// others. It is safe for concurrent use.
+type Member struct {
+	cfg     Config
+	b       Backend
+	metrics *Metrics
+	log     *slog.Logger
+	now     func() time.Time
+
+	round sync.Mutex // one heartbeat-and-list round at a time
+
+	mu      sync.Mutex
+	members []string  // sorted, as of the last good round
+	good    time.Time // start of the last good round (zero: none yet)
+	lastErr string    // of the last round, "" when it was good
+	left    bool
+}
+
+// New returns a member that has not joined yet: Refresh or Run joins.
+func New(cfg Config, d Deps) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Backend == nil {
+		return nil, errors.New("fleet: Deps.Backend is required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Member{cfg: cfg, b: d.Backend, metrics: d.Metrics, log: d.Logger, now: d.Now}, nil
+}
+
+// ID is this member's id.
+func (m *Member) ID() string { return m.cfg.ID }
+
+// Run heartbeats every TTL/3 until ctx is done, then leaves the membership
+// (so the others take this replica's tables at their next look, not a TTL
+// later) and returns nil.
+func (m *Member) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.TTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.leave(context.WithoutCancel(ctx))
+			return nil
+		case <-t.C:
+			_ = m.Refresh(ctx) // logged and counted there
+		}
+	}
+}
+
+// Refresh writes this member's heartbeat and reads the members back. On
+// failure the last view stays in force until a TTL after the last good
+// round; the error is returned, logged at the first failure of a streak
+// and counted.
+func (m *Member) Refresh(ctx context.Context) error {
+	m.round.Lock()
+	defer m.round.Unlock()
+	start := m.now()
+	m.mu.Lock()
+	left := m.left
+	m.mu.Unlock()
+	if left {
+		return errors.New("fleet: left the membership (shutting down)")
+	}
+	err := m.b.Heartbeat(ctx, m.cfg.ID, m.cfg.TTL)
+	if err != nil {
+		err = fmt.Errorf("fleet member %s: heartbeat: %w", m.cfg.ID, err)
+	}
+	var members []string
+	if err == nil {
+		members, err = m.b.Members(ctx)
+		if err != nil {
+			err = fmt.Errorf("fleet member %s: list members: %w", m.cfg.ID, err)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return err // shutting down: not a membership problem
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		if m.lastErr == "" {
+			m.log.Warn("fleet membership unavailable; the last view holds until its heartbeat would expire, then this replica owns no table",
+				"replica", m.cfg.ID, "until", m.good.Add(m.cfg.TTL), "err", err)
+		}
+		m.lastErr = err.Error()
+		m.metrics.failed()
+		m.metrics.members(m.viewLocked(m.now()).Members)
+		return err
+	}
+	// The heartbeat just succeeded, so this member is alive whatever a
+	// slow listing says.
+	if !slices.Contains(members, m.cfg.ID) {
+		members = append(members, m.cfg.ID)
+	}
+	slices.Sort(members)
+	members = slices.Compact(members)
+	if m.lastErr != "" {
+		m.log.Info("fleet membership reachable again", "replica", m.cfg.ID, "members", len(members))
+	}
+	if !slices.Equal(members, m.members) {
+		m.log.Info("fleet members changed", "replica", m.cfg.ID, "members", strings.Join(members, ","))
+	}
+	m.members, m.good, m.lastErr = members, start, ""
+	m.metrics.members(members)
+	return nil
+}
+
+// leave removes this member from the membership, bounded by one TTL. From
+// then on it owns nothing.
+func (m *Member) leave(ctx context.Context) {
+	m.round.Lock()
+	defer m.round.Unlock()
+	m.mu.Lock()
+	m.left = true
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
+	defer cancel()
+	if err := m.b.Leave(ctx, m.cfg.ID); err != nil {
+		m.log.Warn("fleet: leave the membership; the others take this replica's tables once its heartbeat expires",
+			"replica", m.cfg.ID, "ttl", m.cfg.TTL, "err", err)
+		return
+	}
+	m.log.Info("left the fleet", "replica", m.cfg.ID)
+}
+
+// View is a member's picture of the fleet at one moment: a value.
+type View struct {
+	Self    string
+	Members []string // sorted; empty when the view is not valid
+	// Valid: the last good round is younger than a TTL, so this member is
+	// sure the others still count it.
+	Valid bool
+	// Until is when the view stops being valid without another good round.
+	Until time.Time
+	// Err is the last round's error ("" when it was good).
+	Err string
+}
+
+// View returns the current view.
+func (m *Member) View() View {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.viewLocked(m.now())
+}
+
+func (m *Member) viewLocked(now time.Time) View {
+	v := View{Self: m.cfg.ID, Members: []string{}, Err: m.lastErr}
+	if m.good.IsZero() || m.left {
+		return v
+	}
+	v.Until = m.good.Add(m.cfg.TTL)
+	if now.Before(v.Until) {
+		v.Valid, v.Members = true, slices.Clone(m.members)
+	}
+	return v
+}
+
+// Owns reports whether this member owns table in the current view: never
+// while the view is not valid.
+func (m *Member) Owns(table string) bool { return m.View().Owns(table) }
+
+// Owns reports whether v's member owns table.
+func (v View) Owns(table string) bool {
+	return v.Valid && Owner(v.Members, table) == v.Self
+}
+
+// Owner is the member that rendezvous hashing gives key: the one whose
+// hash of (member, key) is highest, the smaller id on a tie; "" when there
+// are no members. Removing a member moves only its keys, and adding one
+// moves to it only the keys it now wins, about 1/n of them.
+func Owner(members []string, key string) string {
+	var best string
+	var bestW uint64
+	for _, id := range members {
+		w := weight(id, key)
+		if best == "" || w > bestW || w == bestW && id < best {
+			best, bestW = id, w
+		}
+	}
+	return best
+}
+
+// weight is FNV-1a of member and key (separated by a byte no name holds),
+// finished with splitmix64's mixer: FNV alone spreads names that differ in
+// their last characters (t0001, t0002) poorly.
+func weight(member, key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(member))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

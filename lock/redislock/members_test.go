@@ -1,0 +1,109 @@
+package redislock
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/iceberg-maintainer/maintainer/lock"
+)
+
+// On a real redis-server: heartbeats, listing, leaving, and a heartbeat that
+// expires with its TTL on the server's clock.
+func TestMembershipRealRedis(t *testing.T) {
+	t.Parallel()
+	addr := needRedis(t)
+	m := newLocker(t, addr).Membership(testKey(t, ":fleet"))
+	ctx := ctxFor(t)
+	for _, id := range []string{"b", "a"} {
+		if err := m.Heartbeat(ctx, id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Heartbeat(ctx, "short", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Members(ctx)
+	if err != nil || !slices.Equal(got, []string{"a", "b", "short"}) {
+		t.Fatalf("Members: %v, %v; want [a b short]", got, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the server expires "short"
+	if err := m.Leave(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = m.Members(ctx)
+	if err != nil || !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Members after expiry and leave: %v, %v; want [a]", got, err)
+	}
+}
+
+// On miniredis (whose clock the test moves): a member that stops
+// heartbeating is gone after its TTL, one that keeps heartbeating stays.
+func TestMembershipExpiry(t *testing.T) {
+	ms, addrs := miniNodes(t, 1)
+	m := newLocker(t, addrs...).Membership("p:fleet:default")
+	ctx := ctxFor(t)
+	for _, id := range []string{"alive", "dead"} {
+		if err := m.Heartbeat(ctx, id, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		ms[0].FastForward(20 * time.Second)
+		if err := m.Heartbeat(ctx, "alive", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := m.Members(ctx)
+	if err != nil || !slices.Equal(got, []string{"alive"}) {
+		t.Fatalf("Members: %v, %v; want [alive]", got, err)
+	}
+	// The index was cleaned of the dead member.
+	if ids, _ := ms[0].Members("p:fleet:default"); !slices.Equal(ids, []string{"alive"}) {
+		t.Errorf("index holds %v; want [alive]", ids)
+	}
+}
+
+// Three nodes: one down changes nothing; a member that reaches only a
+// minority of nodes does not count while every node answers; with a quorum
+// down every call fails with ErrUnavailable.
+func TestMembershipQuorum(t *testing.T) {
+	ms, addrs := miniNodes(t, 3)
+	m := newLocker(t, addrs...).Membership("p:fleet:default")
+	ctx := ctxFor(t)
+	if err := m.Heartbeat(ctx, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ms[0].SetError("LOADING")
+	if err := m.Heartbeat(ctx, "b", time.Minute); err != nil {
+		t.Fatalf("heartbeat with 1 of 3 nodes down: %v", err)
+	}
+	got, err := m.Members(ctx)
+	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Members with 1 of 3 down: %v, %v; want [a b]", got, err)
+	}
+	ms[0].SetError("")
+	// "c" reached only node 2 (planted behind the Locker's back).
+	if err := ms[2].Set("p:fleet:default:member:c", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms[2].SAdd("p:fleet:default", "c"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = m.Members(ctx)
+	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Members with c on a minority: %v, %v; want [a b]", got, err)
+	}
+	ms[0].SetError("LOADING")
+	ms[1].SetError("LOADING")
+	if err := m.Heartbeat(ctx, "a", time.Minute); !errors.Is(err, lock.ErrUnavailable) {
+		t.Errorf("heartbeat with 2 of 3 down: %v; want ErrUnavailable", err)
+	}
+	if _, err := m.Members(ctx); !errors.Is(err, lock.ErrUnavailable) {
+		t.Errorf("members with 2 of 3 down: %v; want ErrUnavailable", err)
+	}
+	if err := m.Leave(ctx, "a"); !errors.Is(err, lock.ErrUnavailable) {
+		t.Errorf("leave with 2 of 3 down: %v; want ErrUnavailable", err)
+	}
+}
