@@ -140,14 +140,15 @@ func (r *rewriter) write(spec iceberg.PartitionSpec, content iceberg.ManifestCon
 
 // signature is what a rewrite must keep of an entry.
 type signature struct {
-	path              string
-	content           iceberg.ManifestEntryContent
-	snapshotID        int64
-	dataSeq, fileSeq  int64 // -1: none
-	records           int64
-	firstRowID        int64 // -1: none (before v3)
-	referencedFile    string
-	status            iceberg.ManifestEntryStatus
+	path             string
+	content          iceberg.ManifestEntryContent
+	snapshotID       int64
+	dataSeq, fileSeq int64 // -1: none
+	records          int64
+	firstRowID       int64  // -1: none (before v3)
+	referencedFile   string // deletion vectors: several share a Puffin file
+	contentOffset    int64
+	status           iceberg.ManifestEntryStatus
 }
 
 func signatureOf(e iceberg.ManifestEntry) signature {
@@ -165,6 +166,9 @@ func signatureOf(e iceberg.ManifestEntry) signature {
 	}
 	if ref := e.DataFile().ReferencedDataFile(); ref != nil {
 		s.referencedFile = *ref
+	}
+	if off := e.DataFile().ContentOffset(); off != nil {
+		s.contentOffset = *off
 	}
 	return s
 }
@@ -191,7 +195,8 @@ func (r *rewriter) check(live []iceberg.ManifestEntry, out []iceberg.ManifestFil
 		}
 	}
 	cmpSig := func(a, b signature) int {
-		return cmp.Or(cmp.Compare(a.path, b.path), cmp.Compare(a.snapshotID, b.snapshotID),
+		return cmp.Or(cmp.Compare(a.path, b.path), cmp.Compare(a.contentOffset, b.contentOffset),
+			cmp.Compare(a.referencedFile, b.referencedFile), cmp.Compare(a.snapshotID, b.snapshotID),
 			cmp.Compare(a.dataSeq, b.dataSeq), cmp.Compare(a.fileSeq, b.fileSeq))
 	}
 	slices.SortFunc(want, cmpSig)
