@@ -12,6 +12,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/manifests"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
@@ -46,7 +47,9 @@ type Resolved struct {
 	Compact compact.Config
 	Expire  expire.Config
 	Orphans orphans.Config
-	// Triggers by task name (compact, expire, orphans).
+
+	Manifests manifests.Config
+	// Triggers by task name (compact, manifests, expire, orphans).
 	Triggers map[string]trigger.Config
 	// Limits by task name: how long a run of the task may take.
 	Limits map[string]maintenance.TaskLimits
@@ -73,6 +76,11 @@ var tasks = []task{
 		func(r *Resolved, c compact.Config) { r.Compact = c },
 		trigger.Config{CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
 		propFallback{prop: PropTargetFileSize, field: "target_file_size", parse: parseTargetFileSize}),
+	// Planning reads one manifest list, so the manifest rewrite may look
+	// often; min_manifests says whether there is work.
+	newTask("manifests", manifests.DefaultConfig, manifests.Config.Validate,
+		func(r *Resolved, c manifests.Config) { r.Manifests = c },
+		trigger.Config{CommitCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}),
 	newTask("expire", expire.DefaultConfig, expire.Config.Validate,
 		func(r *Resolved, c expire.Config) { r.Expire = c },
 		trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}),

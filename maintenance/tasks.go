@@ -7,6 +7,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/manifests"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
@@ -15,6 +16,9 @@ const (
 	TaskCompact = "compact"
 	TaskExpire  = "expire"
 	TaskOrphans = "orphans"
+
+	// TaskManifests runs after compaction, before expiry (see Tasks).
+	TaskManifests = "manifests"
 )
 
 // Task is one maintenance task as the runner, the scheduler and the command
@@ -33,7 +37,10 @@ type Task struct {
 
 // Tasks returns every task in run order: the order of a table's pass, of
 // merged requests and of every list of task names shown to users. Compaction
-// comes first so that expiry and orphan removal see the files it replaced.
+// comes first so that expiry and orphan removal see the files it replaced;
+// the manifest rewrite follows it, to merge the manifests its commits wrote,
+// and precedes expiry, which deletes the manifests it replaced once no
+// retained snapshot lists them.
 func Tasks() []Task {
 	return []Task{{
 		Name:     TaskCompact,
@@ -41,6 +48,13 @@ func Tasks() []Task {
 		disabled: compact.ReasonDisabled,
 		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
 			return r.compact(ctx, tbl, pol.Compact, req)
+		},
+	}, {
+		Name:     TaskManifests,
+		Enabled:  func(p Policy) bool { return p.Manifests.Enabled },
+		disabled: manifests.ReasonDisabled,
+		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
+			return r.manifests(ctx, tbl, pol.Manifests, req)
 		},
 	}, {
 		Name:     TaskExpire,
