@@ -127,7 +127,7 @@ func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg
 			return res, fmt.Errorf("re-load after conflict: %w", err)
 		}
 		cur = fresh
-		if still, err := e.replacedStillPresent(cur, out); err != nil {
+		if still, err := e.replacedStillPresent(ctx, cur, out); err != nil {
 			return res, err
 		} else if still {
 			continue // only manifests were added: commit the same ones on the new head
@@ -200,12 +200,12 @@ func (e *executor) rewrite(ctx context.Context, tbl *table.Table, plan *Plan) (*
 
 // replacedStillPresent reports whether every manifest out replaces is in the
 // head of tbl: then the manifests written still hold exactly those entries.
-func (e *executor) replacedStillPresent(tbl *table.Table, out *written) (bool, error) {
+func (e *executor) replacedStillPresent(ctx context.Context, tbl *table.Table, out *written) (bool, error) {
 	head := tbl.CurrentSnapshot()
 	if head == nil {
 		return false, nil
 	}
-	list, err := e.headManifests(tbl, head)
+	list, err := e.headManifests(ctx, tbl, head)
 	if err != nil {
 		return false, err
 	}
@@ -218,8 +218,8 @@ func (e *executor) replacedStillPresent(tbl *table.Table, out *written) (bool, e
 	return present == len(out.replaced), nil
 }
 
-func (e *executor) headManifests(tbl *table.Table, head *table.Snapshot) ([]iceberg.ManifestFile, error) {
-	fs, err := tbl.FS(context.Background())
+func (e *executor) headManifests(ctx context.Context, tbl *table.Table, head *table.Snapshot) ([]iceberg.ManifestFile, error) {
+	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open table IO: %w", errStage, err)
 	}
@@ -242,7 +242,7 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 	if meta.SnapshotByID(out.snapshotID) != nil {
 		return fmt.Errorf("%w: snapshot id %d is taken", errStage, out.snapshotID)
 	}
-	headList, err := e.headManifests(tbl, head)
+	headList, err := e.headManifests(ctx, tbl, head)
 	if err != nil {
 		return err
 	}
@@ -299,6 +299,11 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 	reqs := []table.Requirement{
 		table.AssertTableUUID(meta.TableUUID()),
 		table.AssertRefSnapshotID(table.MainBranch, &parentID),
+	}
+	if err := ctx.Err(); err != nil {
+		// Stopped (a lost lease, shutdown) before sending: nothing to find out.
+		_ = wfs.Remove(snap.ManifestList)
+		return fmt.Errorf("%w: stopped: %w", errStage, context.Cause(ctx))
 	}
 	if _, _, err := e.cat.CommitTable(ctx, tbl.Identifier(), reqs, updates); err != nil {
 		if isConflict(err) {

@@ -3,6 +3,7 @@ package manifests
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -257,3 +258,5 @@ func TestCommitErrors(t *testing.T) {
 		t.Fatal("isConflict")
 	}
 }
+
+var discard = slog.New(slog.DiscardHandler)

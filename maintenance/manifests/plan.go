@@ -140,7 +140,7 @@ func planGroups(p *Plan, list []iceberg.ManifestFile, cfg Config) {
 		return
 	}
 	p.Groups = groups
-	p.Reason = fmt.Sprintf("%s: rewrite them into about %d, leaving about %d manifests", summary,
+	p.Reason = fmt.Sprintf("%s, into about %d (about %d manifests after)", summary,
 		p.EstManifestsAfter()-(p.Manifests-p.InputManifests()), p.EstManifestsAfter())
 }
 

@@ -218,3 +218,32 @@ func TestConflictsExhaustRetries(t *testing.T) {
 		t.Fatalf("head %d: %+v after %d writer commits; want the third writer's append", s.SnapshotID, s.Summary, next-smallTable.Appends)
 	}
 }
+
+// A run stopped (a lost lease, shutdown) before its commit is sent commits
+// nothing and removes what it wrote: the outcome is known.
+func TestStoppedBeforeCommit(t *testing.T) {
+	sc, tbl, dir := testenv.GeneratedTable(t, smallTable)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cat := &hookCatalog{Catalog: sc}
+	plan, err := PlanTable(ctx, tbl, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The table's IO is opened before the cancellation: the manifests are
+	// written, then the commit is not sent.
+	stop := errors.New("lease lost")
+	cat.before = func(int) { t.Error("a commit was sent after the run was stopped") }
+	e := &executor{cat: cat, cfg: testConfig(), opts: Options{RunID: "r"}, res: &Result{}, log: discard}
+	out, err := e.rewrite(ctx, tbl, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel(stop)
+	if err := e.commit(ctx, tbl, out, 0); !errors.Is(err, errStage) || !errors.Is(err, stop) {
+		t.Fatalf("commit after the stop: %v", err)
+	}
+	e.discard(out)
+	if left := unreferenced(t, reload(t, sc, tbl), dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
