@@ -84,17 +84,8 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 		return fmt.Errorf("write the demo table: %w", err)
 	}
 	fmt.Fprintf(w, "   written in %s\n\n", time.Since(start).Round(100*time.Millisecond))
-	// The demo's expiry override keeps snapshots younger than 1s: let the
-	// writer's last snapshot age past it, so what expires does not depend
-	// on how fast this machine is.
-	if s := tbl.CurrentSnapshot(); s != nil {
-		if wait := time.Until(time.UnixMilli(s.TimestampMs).Add(1100 * time.Millisecond)); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	if err := agePastExpiry(ctx, tbl); err != nil {
+		return err
 	}
 
 	planted, err := plantOrphans(tbl.Location())
@@ -161,6 +152,9 @@ func (g *globals) demo(ctx context.Context, dir string, opt gen.Options) error {
 			}
 			planAfter, err := planningTime(ctx, tbl)
 			if err != nil {
+				return err
+			}
+			if err := agePastExpiry(ctx, tbl); err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "  planning a scan of every file: %s with %d manifests, %s with %d\n",
@@ -231,6 +225,24 @@ const demoOverride = `tables:
       retain_last: 1
       max_snapshot_age: 1s
 `
+
+// agePastExpiry waits until tbl's current snapshot is older than the demo's
+// max_snapshot_age (1s), so what expires does not depend on how fast this
+// machine is.
+func agePastExpiry(ctx context.Context, tbl *table.Table) error {
+	s := tbl.CurrentSnapshot()
+	if s == nil {
+		return nil
+	}
+	if wait := time.Until(time.UnixMilli(s.TimestampMs).Add(1100 * time.Millisecond)); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
 
 // planningTime is the fastest of three plans of a full scan of tbl: what a
 // query engine spends reading manifests before it reads any data.

@@ -604,8 +604,8 @@ func TestDemo(t *testing.T) {
 	r = runMaintainer(t, "", "run", "--config", cfg, "--output", "json")
 	expectCode(t, r, 0, "run after the demo")
 	outs := jsonLines[outcome](t, r.stdout)
-	if len(outs) != 3 {
-		t.Errorf("run after the demo: %+v, want compact, expire and orphans outcomes", outs)
+	if len(outs) != 4 {
+		t.Errorf("run after the demo: %+v, want compact, manifests, expire and orphans outcomes", outs)
 	}
 	for _, o := range outs {
 		if o.Status != "not_due" {

@@ -154,8 +154,8 @@ func TestCorruptMetadataNamesTheFile(t *testing.T) {
 	r := runMaintainer(t, w.dir, "run", "--config", w.cfg, "--force", "--output", "json")
 	expectCode(t, r, 1, "run")
 	outs := jsonLines[outcome](t, r.stdout)
-	if len(outs) != 3 {
-		t.Fatalf("%d outcomes, want compact, expire, orphans\n%s", len(outs), r)
+	if len(outs) != 4 {
+		t.Fatalf("%d outcomes, want compact, manifests, expire, orphans\n%s", len(outs), r)
 	}
 	for _, o := range outs {
 		if o.Status != "failed" || !strings.Contains(o.Error, meta) {

@@ -66,8 +66,8 @@ func testTwoMaintainersOneRedis(t *testing.T, setup catalogSetup) {
 	second := runMaintainer(t, w.dir, "run", "--config", cfg, "--force", "--output", "json")
 	expectCode(t, second, 0, "the second maintainer (busy)")
 	outs := jsonLines[map[string]any](t, second.stdout)
-	if len(outs) != 3 {
-		t.Fatalf("second maintainer printed %d outcomes; want 3:\n%s", len(outs), second)
+	if len(outs) != 4 {
+		t.Fatalf("second maintainer printed %d outcomes; want 4:\n%s", len(outs), second)
 	}
 	for _, o := range outs {
 		if o["status"] != "busy" {

@@ -16,19 +16,20 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
-// Sentinel errors; callers classify with errors.Is.
+// What callers tell apart with errors.Is.
 var (
-	// ErrConflict: concurrent commits kept winning until the retries ran out.
-	ErrConflict = errors.New("conflicting concurrent commit")
-	// ErrCommitUnknown: the catalog did not say whether the commit landed.
-	// The written manifests are kept: they may be live.
-	ErrCommitUnknown = errors.New("commit outcome unknown")
 	// ErrEntriesChanged: the manifests written do not read back to the
 	// entries they replace. Nothing is committed.
 	ErrEntriesChanged = errors.New("rewritten manifests differ from the entries they replace")
+	// ErrConflict: the retries ran out, a concurrent commit won each time.
+	ErrConflict = errors.New("concurrent commits won every attempt")
+	// ErrCommitUnknown: no answer said whether the commit landed; the
+	// manifests written are kept, as they may be live.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
 )
 
 // Operation is the maintenance marker's value on this task's snapshots.
@@ -283,7 +284,9 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 		return fmt.Errorf("%w: the table's IO cannot write files", errStage)
 	}
 	snap.ManifestList = loc.NewMetadataLocation(fmt.Sprintf("snap-%d-%d-%s.avro", snap.SnapshotID, attempt, uuid.NewString()))
-	if err := writeList(wfs, &snap, meta, list); err != nil {
+	// On v3 the rewritten data manifests take row ids from next-row-id;
+	// their entries keep their own first_row_id.
+	if err := manifestlist.Write(wfs, &snap, meta.Version(), meta.NextRowID(), list); err != nil {
 		return fmt.Errorf("%w: write manifest list %s: %w", errStage, snap.ManifestList, err)
 	}
 	builder, err := table.MetadataBuilderFromBase(meta, tbl.MetadataLocation())
@@ -340,52 +343,6 @@ func (e *executor) summary(head *table.Snapshot, out *written, kept int) *table.
 		}
 	}
 	return &table.Summary{Operation: table.OpReplace, Properties: props}
-}
-
-// writeList writes snap's manifest list. On v3 the rewritten data manifests
-// take row ids from the table's next-row-id (their entries keep their own
-// first_row_id), and the snapshot says how many it took.
-func writeList(fs iceio.WriteFileIO, snap *table.Snapshot, meta table.Metadata, list []iceberg.ManifestFile) (err error) {
-	f, err := fs.Create(snap.ManifestList)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			_ = fs.Remove(snap.ManifestList)
-		}
-	}()
-	var w *iceberg.ManifestListWriter
-	switch v := meta.Version(); v {
-	case 1:
-		w, err = iceberg.NewManifestListWriterV1(f, snap.SnapshotID, snap.ParentSnapshotID)
-	case 2:
-		w, err = iceberg.NewManifestListWriterV2(f, snap.SnapshotID, snap.SequenceNumber, snap.ParentSnapshotID)
-	case 3:
-		first := meta.NextRowID()
-		snap.FirstRowID = &first
-		w, err = iceberg.NewManifestListWriterV3(f, snap.SnapshotID, snap.SequenceNumber, first, snap.ParentSnapshotID)
-	default:
-		return fmt.Errorf("format version %d", v)
-	}
-	if err != nil {
-		return err
-	}
-	if err := w.AddManifests(list); err != nil {
-		_ = w.Close()
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if snap.FirstRowID != nil {
-		added := *w.NextRowID() - *snap.FirstRowID
-		snap.AddedRows = &added
-	}
-	return nil
 }
 
 // findOwn re-loads the table and looks for the snapshot this run committed.

@@ -1,7 +1,6 @@
 package manifests
 
 import (
-	"context"
 	"testing"
 
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
@@ -16,54 +15,32 @@ import (
 // sequence number shows here), every live entry keeps its snapshot id and
 // sequence numbers, and every older snapshot still reads as before.
 func TestRewriteFixtures(t *testing.T) {
-	expected := testenv.Expected(t)
-	for _, name := range testenv.FixtureNames(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			want := expected[name]
-			cat, tbl, dir := testenv.FixtureTable(t, name)
-			entriesBefore, listBefore := liveEntries(t, tbl)
-
-			cfg := testConfig()
-			plan, err := PlanTable(ctx, tbl, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := Execute(ctx, cat, tbl, plan, cfg, Options{})
-			if err != nil {
-				t.Fatalf("rewrite failed: %v\nplan: %+v", err, plan)
-			}
-			t.Logf("%s; %d manifests -> %d", plan.Reason, res.ManifestsBefore, res.ManifestsAfter)
-			if tbl, err = cat.LoadTable(ctx, tbl.Identifier()); err != nil {
-				t.Fatal(err)
-			}
-			after := testenv.Verify(t, dir)
-			if after.LiveRows != want.LiveRows || after.Checksum != want.Checksum {
-				t.Fatalf("after the rewrite: %d rows checksum %s; expected %d rows checksum %s",
-					after.LiveRows, after.Checksum, want.LiveRows, want.Checksum)
-			}
-			entriesAfter, listAfter := liveEntries(t, tbl)
-			sameEntries(t, entriesBefore, entriesAfter)
-			if !plan.Empty() && (res.SnapshotID == 0 || len(listAfter) >= len(listBefore)) {
-				t.Fatalf("planned %d groups; %d manifests before, %d after, result %+v", len(plan.Groups), len(listBefore), len(listAfter), res)
-			}
-			for _, s := range testenv.VerifyAll(t, dir) {
-				exp, ok := want.Snapshot(s.SnapshotID)
-				if !ok {
-					if s.SnapshotID != after.SnapshotID {
-						t.Fatalf("unknown snapshot %s", s.SnapshotID)
-					}
-					continue
-				}
-				if exp.Error != "" {
-					continue // unreadable in the fixture itself
-				}
-				if s.Error != "" || s.LiveRows != exp.LiveRows || s.Checksum != exp.Checksum {
-					t.Fatalf("snapshot %s: %d rows %s (err %q), expected %d rows %s", s.SnapshotID,
-						s.LiveRows, s.Checksum, s.Error, exp.LiveRows, exp.Checksum)
-				}
-			}
-		})
-	}
+	testenv.EachFixture(t, func(t *testing.T, name string, want testenv.FixtureExpect) {
+		cat, tbl, dir := testenv.FixtureTable(t, name)
+		entriesBefore, listBefore := liveEntries(t, tbl)
+		cfg := testConfig()
+		plan, err := PlanTable(t.Context(), tbl, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Execute(t.Context(), cat, tbl, plan, cfg, Options{})
+		if err != nil {
+			t.Fatalf("rewrite failed: %v\nplan: %+v", err, plan)
+		}
+		t.Logf("%s; %d manifests -> %d", plan.Reason, res.ManifestsBefore, res.ManifestsAfter)
+		if tbl, err = cat.LoadTable(t.Context(), tbl.Identifier()); err != nil {
+			t.Fatal(err)
+		}
+		after := testenv.Verify(t, dir)
+		if after.LiveRows != want.LiveRows || after.Checksum != want.Checksum {
+			t.Fatalf("after the rewrite: %d rows checksum %s; expected %d rows checksum %s",
+				after.LiveRows, after.Checksum, want.LiveRows, want.Checksum)
+		}
+		entriesAfter, listAfter := liveEntries(t, tbl)
+		sameEntries(t, entriesBefore, entriesAfter)
+		if !plan.Empty() && (res.SnapshotID == 0 || len(listAfter) >= len(listBefore)) {
+			t.Fatalf("planned %d groups; %d manifests before, %d after, result %+v", len(plan.Groups), len(listBefore), len(listAfter), res)
+		}
+		testenv.ExpectSnapshotsRead(t, dir, want, after.SnapshotID)
+	})
 }
