@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -260,3 +261,33 @@ func TestCommitErrors(t *testing.T) {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// Manifests roll over at the target size, in partition order: with a
+// target below one entry, each manifest holds one file, and the files of
+// each partition follow one another.
+func TestRollsOverInPartitionOrder(t *testing.T) {
+	ctx := context.Background()
+	_, tbl, _ := testenv.GeneratedTable(t, smallTable) // 6 appends over 2 days, alternating
+	plan, err := PlanTable(ctx, tbl, testConfig())
+	if err != nil || len(plan.Groups) != 1 {
+		t.Fatalf("plan %+v, %v", plan, err)
+	}
+	fs, _ := tbl.FS(ctx)
+	loc, _ := tbl.LocationProvider()
+	r := &rewriter{fs: fs.(iceio.WriteFileIO), loc: loc, meta: tbl.Metadata(), prefix: "test"}
+	out, n, err := r.rewriteGroup(plan.Groups[0], 1, 1)
+	if err != nil || n != 6 || len(out) != 6 {
+		t.Fatalf("%d entries into %d manifests, %v; want 6 into 6", n, len(out), err)
+	}
+	var days []uint32 // day partitions: little-endian int32 bounds
+	for _, m := range out {
+		s := m.Partitions()
+		if len(s) != 1 || string(*s[0].LowerBound) != string(*s[0].UpperBound) {
+			t.Fatalf("manifest %s spans partitions: %+v", m.FilePath(), s)
+		}
+		days = append(days, binary.LittleEndian.Uint32(*s[0].LowerBound))
+	}
+	if days[0] != days[1] || days[1] != days[2] || days[3] != days[4] || days[4] != days[5] || days[2] >= days[3] {
+		t.Fatalf("manifests by day %v; want three of the first day, then three of the second", days)
+	}
+}

@@ -34,11 +34,11 @@ func (w *written) paths() []string {
 
 // rewriter writes the manifests of one attempt.
 type rewriter struct {
-	fs      iceio.WriteFileIO
-	loc     table.LocationProvider
-	meta    table.Metadata
-	prefix  string // names this run's manifests
-	written int    // manifests written so far, for unique names
+	fs     iceio.WriteFileIO
+	loc    table.LocationProvider
+	meta   table.Metadata
+	prefix string // names this run's manifests
+	count  int    // manifests written so far, for unique names
 }
 
 // rewriteGroup reads the live entries of a group's manifests, sorts them by
@@ -96,8 +96,8 @@ func (r *rewriter) rewriteGroup(g Group, target, snapshotID int64) (out []iceber
 // entries, so it may pass the target by up to a block), and returns how many
 // it took.
 func (r *rewriter) write(spec iceberg.PartitionSpec, content iceberg.ManifestContent, snapshotID int64, entries []iceberg.ManifestEntry, target int64) (iceberg.ManifestFile, int, error) {
-	r.written++
-	path := r.loc.NewMetadataLocation(fmt.Sprintf("%s-m%d.avro", r.prefix, r.written))
+	r.count++
+	path := r.loc.NewMetadataLocation(fmt.Sprintf("%s-m%d.avro", r.prefix, r.count))
 	f, err := r.fs.Create(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("create manifest %s: %w", path, err)
