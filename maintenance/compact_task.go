@@ -29,6 +29,9 @@ type CompactReport struct {
 	Commits            []int64                     `json:"commits"`
 	CommitRetries      int                         `json:"commit_retries"`
 	GroupsFailed       []string                    `json:"groups_failed"`
+	// Where is the row filter that chose the files, relative dates
+	// resolved; empty when compaction looked at every file.
+	Where string `json:"where,omitempty"`
 }
 
 func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Config, req Request) Outcome {
@@ -43,6 +46,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 		DeadDeletes: []string{}, Commits: []int64{}, GroupsFailed: []string{},
 	}
 	rep.Groups, rep.Partitions = nonNil(rep.Groups), nonNil(rep.Partitions)
+	rep.Where = cfg.Where
 	for _, d := range plan.DeadDeletes {
 		rep.DeadDeletes = append(rep.DeadDeletes, d.FilePath())
 	}
