@@ -31,10 +31,11 @@ func TestServiceDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]trigger.Config{
-		"compact": {CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
-		"deletes": {PositionDeleteFileCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
-		"expire":  {CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute},
-		"orphans": {Interval: 24 * time.Hour, RateLimit: time.Hour},
+		"compact":   {CommitCount: 10, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
+		"deletes":   {PositionDeleteFileCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
+		"manifests": {CommitCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute},
+		"expire":    {CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute},
+		"orphans":   {Interval: 24 * time.Hour, RateLimit: time.Hour},
 	}
 	if !reflect.DeepEqual(r.Triggers, want) {
 		t.Errorf("default triggers = %+v; want %+v", r.Triggers, want)

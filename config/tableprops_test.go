@@ -157,8 +157,8 @@ func TestTablePropertyUnknownTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, task := range []string{"compact", "deletes", "expire", "orphans"} {
-		if e := r.Invalid[task]; e == nil || !strings.Contains(e.Error(), `names no task "compaction" (the tasks: compact, deletes, expire, orphans)`) {
+	for _, task := range []string{"compact", "deletes", "manifests", "expire", "orphans"} {
+		if e := r.Invalid[task]; e == nil || !strings.Contains(e.Error(), `names no task "compaction" (the tasks: compact, deletes, manifests, expire, orphans)`) {
 			t.Errorf("Invalid[%s] = %v", task, e)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/manifests"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
@@ -49,7 +50,9 @@ type Resolved struct {
 	Deletes deletes.Config
 	Expire  expire.Config
 	Orphans orphans.Config
-	// Triggers by task name (compact, expire, orphans).
+
+	Manifests manifests.Config
+	// Triggers by task name (compact, manifests, expire, orphans).
 	Triggers map[string]trigger.Config
 	// Limits by task name: how long a run of the task may take.
 	Limits map[string]maintenance.TaskLimits
@@ -87,6 +90,11 @@ var tasks = []task{
 	newTask("deletes", deletes.DefaultConfig, deletes.Config.Validate,
 		func(r *Resolved, c deletes.Config) { r.Deletes = c },
 		trigger.Config{PositionDeleteFileCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}),
+	// Planning reads one manifest list, so the manifest rewrite may look
+	// often; min_manifests says whether there is work.
+	newTask("manifests", manifests.DefaultConfig, manifests.Config.Validate,
+		func(r *Resolved, c manifests.Config) { r.Manifests = c },
+		trigger.Config{CommitCount: 20, Interval: 24 * time.Hour, RateLimit: 10 * time.Minute}),
 	newTask("expire", expire.DefaultConfig, expire.Config.Validate,
 		func(r *Resolved, c expire.Config) { r.Expire = c },
 		trigger.Config{CommitCount: 50, Interval: 6 * time.Hour, RateLimit: 10 * time.Minute}),

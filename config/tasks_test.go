@@ -106,7 +106,7 @@ tables:
 	}
 
 	// Without the registry entry, the block is an unknown key.
-	want := `maintainer.yaml:6:3: defaults.demo: unknown key (allowed: compact, deletes, expire, orphans)`
+	want := `maintainer.yaml:6:3: defaults.demo: unknown key (allowed: compact, deletes, manifests, expire, orphans)`
 	if got := demoProblems(t, minimal+"defaults:\n  demo: {depth: 3}\n", tasks); len(got) != 1 || got[0] != want {
 		t.Errorf("demo without its registry entry: %q; want %q", got, want)
 	}

@@ -183,6 +183,9 @@ func (m *Metrics) outcome(o Outcome, at time.Time) {
 	if d := o.Deletes; d != nil && d.Result != nil {
 		m.conflicts.WithLabelValues(tl, o.Task).Add(float64(d.Result.CommitRetries))
 	}
+	if mr := o.Manifests; mr != nil {
+		m.conflicts.WithLabelValues(tl, o.Task).Add(float64(mr.CommitRetries))
+	}
 	if e := o.Expire; e != nil {
 		m.expired.WithLabelValues(tl).Add(float64(e.SnapshotsExpired))
 		m.retryDropped.WithLabelValues(tl).Add(float64(e.RetryDropped))

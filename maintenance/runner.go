@@ -1,6 +1,7 @@
 // Package maintenance is the per-table reconciler: it finds the managed
 // tables of a catalog, and for each one loads it fresh and runs the due
-// tasks in the fixed order of Tasks (compact -> expire -> orphans): plan,
+// tasks in the fixed order of Tasks (compact -> manifests -> expire ->
+// orphans): plan,
 // stop there on a dry run, execute, record. It knows nothing of config files or flags; it
 // gets a policy per table.
 package maintenance
@@ -22,6 +23,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/manifests"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 	"github.com/iceberg-maintainer/maintainer/maintenance/trigger"
 )
@@ -54,6 +56,8 @@ type Policy struct {
 	Deletes deletes.Config
 	Expire  expire.Config
 	Orphans orphans.Config
+
+	Manifests manifests.Config
 	// Triggers by task; a task without one is due on every pass.
 	Triggers map[string]trigger.Config
 	// Limits by task; a task without them has DefaultTaskLimits.
@@ -201,7 +205,9 @@ type Outcome struct {
 	// Settings are the task's effective values that are not built-in
 	// defaults, with their sources; plan only.
 	Settings []Setting `json:"settings,omitempty"`
-	failure  error
+
+	Manifests *ManifestsReport `json:"manifests,omitempty"`
+	failure   error
 	// ran: the task did its work (succeeded, or its plan found nothing to
 	// do), so its trigger counters start again.
 	ran bool
@@ -218,12 +224,15 @@ type Outcome struct {
 func (o Outcome) Err() error { return o.failure }
 
 // Changed reports whether the task changed the table or its storage: a
-// compaction commit, an expiry commit or delete, an orphan deleted.
+// compaction or manifest-rewrite commit, an expiry commit or delete, an
+// orphan deleted.
 func (o Outcome) Changed() bool {
 	switch {
 	case o.Compact != nil && len(o.Compact.Commits) > 0:
 		return true
 	case o.Deletes != nil && o.Deletes.Result != nil && o.Deletes.Result.SnapshotID != 0:
+		return true
+	case o.Manifests != nil && len(o.Manifests.Commits) > 0:
 		return true
 	case o.Expire != nil && (o.Expire.SnapshotsExpired > 0 || o.Expire.FilesDeleted > 0):
 		return true

@@ -8,15 +8,17 @@ import (
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
 	"github.com/iceberg-maintainer/maintainer/maintenance/expire"
+	"github.com/iceberg-maintainer/maintainer/maintenance/manifests"
 	"github.com/iceberg-maintainer/maintainer/maintenance/orphans"
 )
 
 // Task names, in the order they run.
 const (
-	TaskCompact = "compact"
-	TaskDeletes = "deletes"
-	TaskExpire  = "expire"
-	TaskOrphans = "orphans"
+	TaskCompact   = "compact"
+	TaskDeletes   = "deletes"
+	TaskManifests = "manifests"
+	TaskExpire    = "expire"
+	TaskOrphans   = "orphans"
 )
 
 // Task is one maintenance task as the runner, the scheduler and the command
@@ -35,7 +37,10 @@ type Task struct {
 
 // Tasks returns every task in run order: the order of a table's pass, of
 // merged requests and of every list of task names shown to users. Compaction
-// comes first so that expiry and orphan removal see the files it replaced.
+// comes first so that expiry and orphan removal see the files it replaced;
+// the manifest rewrite follows it and delete-file upkeep, to merge the
+// manifests their commits wrote, and precedes expiry, which deletes the manifests it replaced once no
+// retained snapshot lists them.
 func Tasks() []Task {
 	return []Task{{
 		Name:     TaskCompact,
@@ -52,6 +57,15 @@ func Tasks() []Task {
 		disabled: deletes.ReasonDisabled,
 		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
 			return r.deletes(ctx, tbl, pol.Deletes, req)
+		},
+	}, {
+		// After the tasks that change files, so it merges the manifests
+		// they left.
+		Name:     TaskManifests,
+		Enabled:  func(p Policy) bool { return p.Manifests.Enabled },
+		disabled: manifests.ReasonDisabled,
+		run: func(ctx context.Context, r *Runner, tbl *table.Table, pol Policy, req Request) Outcome {
+			return r.manifests(ctx, tbl, pol.Manifests, req)
 		},
 	}, {
 		Name:     TaskExpire,

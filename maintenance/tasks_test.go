@@ -25,13 +25,15 @@ func TestTaskRegistry(t *testing.T) {
 		t.Error(`LookupTask("vacuum") found a task`)
 	}
 	// One policy per task with only that task's block enabled.
-	only := map[string]Policy{TaskCompact: {}, TaskDeletes: {}, TaskExpire: {}, TaskOrphans: {}}
+	only := map[string]Policy{TaskCompact: {}, TaskDeletes: {}, TaskManifests: {}, TaskExpire: {}, TaskOrphans: {}}
 	for name, p := range only {
 		switch name {
 		case TaskCompact:
 			p.Compact.Enabled = true
 		case TaskDeletes:
 			p.Deletes.Enabled = true
+		case TaskManifests:
+			p.Manifests.Enabled = true
 		case TaskExpire:
 			p.Expire.Enabled = true
 		case TaskOrphans:

@@ -355,8 +355,8 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits,
-			Settings: r.Settings, Invalid: r.Invalid}, nil
+		return maintenance.Policy{Compact: r.Compact, Deletes: r.Deletes, Manifests: r.Manifests, Expire: r.Expire, Orphans: r.Orphans,
+			Triggers: r.Triggers, Limits: r.Limits, Settings: r.Settings, Invalid: r.Invalid}, nil
 	}
 }
 
@@ -672,6 +672,14 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 		for _, sk := range d.Skipped {
 			fmt.Fprintf(w, "  skip %s: %d position-delete files: %s\n", sk.Partition, sk.Files, sk.Reason)
+		}
+	}
+	if m := o.Manifests; m != nil && (o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusNotDue) {
+		fmt.Fprintf(w, "  target manifest size %s (from %s); small below %s\n", maintenance.HumanBytes(m.TargetManifestSize),
+			m.TargetSource, maintenance.HumanBytes(m.SmallBelow))
+		for _, gr := range m.Groups {
+			fmt.Fprintf(w, "  rewrite %d %s manifests of spec %d: %s, %d files -> ~%d manifest(s)\n", gr.Manifests, gr.Content,
+				gr.SpecID, maintenance.HumanBytes(gr.Bytes), gr.Files, gr.EstManifestsOut)
 		}
 	}
 	if r := o.Expire; r != nil && o.Status == maintenance.StatusPlanned {

@@ -556,7 +556,8 @@ func TestDemo(t *testing.T) {
 	d := filepath.Join(t.TempDir(), "demo")
 	r := runMaintainer(t, "", "demo", "--dir", d, "--appends", "24", "--rows", "200", "--partitions", "3")
 	expectCode(t, r, 0, "demo")
-	for _, want := range []string{"every row is unchanged", "24 data files became 3", filepath.Join(d, "maintainer.yaml")} {
+	for _, want := range []string{"every row is unchanged", "24 data files became 3", filepath.Join(d, "maintainer.yaml"),
+		"manifests  succeeded: rewrote 24 manifests into 1 (24 entries)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 		}

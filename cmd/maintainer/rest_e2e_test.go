@@ -122,7 +122,10 @@ func TestRESTRunAllTasks(t *testing.T) {
 	for _, o := range jsonLines[map[string]any](t, r.stdout) {
 		statuses[fmt.Sprint(o["task"])] = o["status"]
 	}
-	if want := map[string]any{"compact": "succeeded", "deletes": "not_due", "expire": "succeeded", "orphans": "succeeded"}; !maps.Equal(statuses, want) {
+	// The table has no delete files, and compaction leaves too few
+	// manifests to merge.
+	want := map[string]any{"compact": "succeeded", "deletes": "not_due", "manifests": "not_due", "expire": "succeeded", "orphans": "succeeded"}
+	if !maps.Equal(statuses, want) {
 		t.Errorf("statuses by task %v; want %v\n%s", statuses, want, r)
 	}
 	after := w.state(t, name)

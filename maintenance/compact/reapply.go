@@ -12,6 +12,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
 )
 
 // A commit that lost the race to another writer is re-applied on the new
@@ -222,21 +224,8 @@ func reassign(m iceberg.ManifestFile, oldSeq int64) iceberg.ManifestFile {
 		Build()
 }
 
-func writeManifestList(fs iceio.WriteFileIO, snap table.Snapshot, list []iceberg.ManifestFile) (err error) {
-	out, err := fs.Create(snap.ManifestList)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			_ = fs.Remove(snap.ManifestList)
-		}
-	}()
-	seq := snap.SequenceNumber
-	return iceberg.WriteManifestList(2, out, snap.SnapshotID, snap.ParentSnapshotID, &seq, 0, list)
+func writeManifestList(fs iceio.WriteFileIO, snap table.Snapshot, list []iceberg.ManifestFile) error {
+	return manifestlist.Write(fs, &snap, 2, 0, list) // only v2 is re-applied (stage)
 }
 
 func (e *executor) removeList(path string) {
