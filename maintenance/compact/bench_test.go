@@ -22,7 +22,7 @@ import (
 // planned groups with deletes applied, writing them out and verifying the
 // row counts, MaxConcurrentGroups at a time. Outputs are discarded so every
 // iteration rewrites the same input. Size it with BENCH_APPENDS (default 100
-// files of BENCH_ROWS=2000 rows over 10 days); the full-size, side-by-side
+// files of BENCH_ROWS=2000 rows over BENCH_PARTS=10 days); the full-size, side-by-side
 // comparison with iceberg-go's CLI is `go run ./internal/bench/compactbench`.
 // BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
 // instead of the direct path; BENCH_COPY=0 keeps the direct path in Arrow
@@ -33,7 +33,7 @@ import (
 func BenchmarkRewriteGroups(b *testing.B) {
 	appends := envInt("BENCH_APPENDS", 100)
 	rows := envInt("BENCH_ROWS", 2000)
-	f := newTable(b, appends, rows, 10)
+	f := newTable(b, appends, rows, envInt("BENCH_PARTS", 10))
 	// BENCH_PROPS=k=v,k=v sets table properties first (the writer reads
 	// write.parquet.* from them), to measure their effect.
 	if raw := os.Getenv("BENCH_PROPS"); raw != "" {

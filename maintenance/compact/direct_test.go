@@ -434,9 +434,10 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 					return nil
 				}
 			} else {
-				// Fails the reading of the i-th file's rows, after its footer.
+				// Fails the opening of the i-th file (each is opened once,
+				// its footer checked as its rows are read).
 				fs.openFails = func(p string, opened int) error {
-					if i, ok := index[p]; ok && opened > 0 {
+					if i, ok := index[p]; ok {
 						return fail(i)
 					}
 					return nil
