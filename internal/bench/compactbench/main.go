@@ -222,30 +222,24 @@ func installDuckDB(ctx context.Context, dir string) (string, error) {
 }
 
 func (b *bench) runCase(dir string, c benchCase) error {
-	// The maintainer and the CLI each rewrite a table of their own, of the
-	// same rows; DuckDB reads the maintainer's pristine copy and commits
-	// nothing.
-	tables := map[string]string{}
-	var want tableStats
-	for _, tool := range []string{toolMaintainer, toolBefore, toolCLI} {
-		if !b.uses(tool) && !(tool == toolMaintainer && b.uses(toolDuckDB)) {
-			continue
-		}
-		d := filepath.Join(dir, strings.Fields(tool)[0])
-		tables[tool] = d
-		start := time.Now()
-		generated, err := prepare(b.ctx, d, c.opt)
-		if err != nil {
-			return err
-		}
-		if want, err = measureTable(b.ctx, d); err != nil {
-			return err
-		}
-		if generated {
-			fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, want.files,
-				float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
-		}
+	// Every tool rewrites the same table, restored from its pristine copy
+	// before each run but the first; DuckDB reads the pristine copy and
+	// commits nothing.
+	d := filepath.Join(dir, "table")
+	start := time.Now()
+	generated, err := prepare(b.ctx, d, c.opt)
+	if err != nil {
+		return err
 	}
+	want, err := measureTable(b.ctx, d)
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, want.files,
+			float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
+	}
+	tables := map[string]string{toolMaintainer: d, toolBefore: d, toolCLI: d}
 	var duckParts [][]string
 	if b.uses(toolDuckDB) {
 		// Listed before the maintainer compacts its table: the input files,
@@ -262,17 +256,17 @@ func (b *bench) runCase(dir string, c benchCase) error {
 		toolDuckDB:     func(string) (measure, error) { return b.runDuckDB(dir, duckParts, want) },
 	}
 	results := map[string][]measure{}
+	fresh := true // the table has not been rewritten since it was prepared
 	for round := range b.rounds {
 		for i := range b.tools {
 			tool := b.tools[(i+round)%len(b.tools)]
 			d := tables[tool]
-			if tool == toolDuckDB {
-				d = ""
-			} else if round > 0 {
+			if d != "" && !fresh {
 				if _, err := prepare(b.ctx, d, c.opt); err != nil {
 					return err
 				}
 			}
+			fresh = fresh && d == ""
 			m, err := runs[tool](d)
 			if err != nil {
 				return err
