@@ -292,10 +292,10 @@ func (b *bench) report(c benchCase, want tableStats, results map[string][]measur
 	mb := float64(want.bytes) / 1e6
 	fmt.Printf("\n== %s: %s: %d files, %.1f MB of zstd Parquet (%.1f KB a file), %d rows; target %d MiB; max_concurrent_groups %d; %d rounds\n",
 		c.name, c.what, want.files, mb, mb*1e3/float64(max(want.files, 1)), want.rows, b.target>>20, b.groups, b.rounds)
-	fmt.Printf("%-16s %5s %8s %8s %8s %10s %11s %s\n", "tool", "round", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
+	fmt.Printf("%-18s %5s %8s %8s %8s %10s %11s %s\n", "tool", "round", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
 	for _, tool := range b.tools {
 		for i, r := range results[tool] {
-			fmt.Printf("%-16s %5d %8.2f %8.1f %8.2f %10.0f %11d unchanged\n", tool, i+1, r.wall.Seconds(),
+			fmt.Printf("%-18s %5d %8.2f %8.1f %8.2f %10.0f %11d unchanged\n", tool, i+1, r.wall.Seconds(),
 				mb/r.wall.Seconds(), r.cpu.Seconds(), float64(r.maxRSS)/(1<<20), r.filesAfter)
 		}
 	}
@@ -304,7 +304,7 @@ func (b *bench) report(c benchCase, want tableStats, results map[string][]measur
 	for _, tool := range b.tools {
 		m := median(results[tool])
 		med[tool] = m
-		fmt.Printf("%-16s %5s %8.2f %8.1f %8.2f %10.0f\n", tool, "", m.wall.Seconds(), mb/m.wall.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/(1<<20))
+		fmt.Printf("%-18s %5s %8.2f %8.1f %8.2f %10.0f\n", tool, "", m.wall.Seconds(), mb/m.wall.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/(1<<20))
 	}
 	if !b.uses(toolMaintainer) {
 		return
