@@ -58,6 +58,11 @@ type Options struct {
 	// Workers is the number of goroutines generating and writing data files
 	// ahead of the (sequential) commits; default GOMAXPROCS.
 	Workers int
+	// FilesPerCommit commits this many appends' files in one snapshot
+	// (default 1: a commit each). Tables of tens of thousands of files are
+	// generated this way: a commit each would rewrite metadata listing
+	// every earlier snapshot every time.
+	FilesPerCommit int
 }
 
 func (o Options) withDefaults() Options {
@@ -78,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.FilesPerCommit <= 0 {
+		o.FilesPerCommit = 1
 	}
 
 	return o
@@ -203,6 +211,7 @@ func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*t
 
 	var firstErr error
 	idx, sinceReload := from, 0
+	var batch []iceberg.DataFile // appends written, not committed yet
 	for out := range pending {
 		// Every queued append yields exactly one result, even after a
 		// cancellation, so that no written file goes unaccounted.
@@ -213,23 +222,31 @@ func Append(ctx context.Context, tbl *table.Table, opt Options, n, from int) (*t
 				cancel()
 			}
 			removeFiles(&writer, res.files)
+			removeFiles(&writer, batch)
+			batch = nil
 
 			continue
 		}
-		next, err := commitAppend(ctx, tbl, &opt, idx, res.files)
+		batch = append(batch, res.files...)
+		if idx++; (idx-from)%opt.FilesPerCommit != 0 && idx < from+n {
+			continue
+		}
+		// The snapshot records the batch's last append index.
+		next, err := commitAppend(ctx, tbl, &opt, idx-1, batch)
 		if err != nil {
-			firstErr = fmt.Errorf("gen: commit append %d: %w", idx, err)
+			firstErr = fmt.Errorf("gen: commit append %d: %w", idx-1, err)
 			cancel()
 			if isConflict(err) {
 				// Definitely not committed. Other errors may leave the
 				// commit state unknown: keep the file then.
-				removeFiles(&writer, res.files)
+				removeFiles(&writer, batch)
 			}
+			batch = nil
 
 			continue
 		}
+		batch = nil
 		tbl = next
-		idx++
 		if sinceReload++; sinceReload >= reloadEvery && idx < from+n {
 			// Work around iceberg-go retaining every previous metadata
 			// generation from a table returned by Commit (memory grows

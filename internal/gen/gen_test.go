@@ -305,6 +305,27 @@ func TestCreateUnpartitionedV1SmallTarget(t *testing.T) {
 	}
 }
 
+func TestFilesPerCommit(t *testing.T) {
+	ctx := context.Background()
+	cat, err := OpenSQLiteCatalog(ctx, "test", filepath.Join(t.TempDir(), "c.db"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	// 10 appends 4 to a commit: snapshots of 4, 4 and the 2 left.
+	tbl, err := Create(ctx, cat, Options{Appends: 10, RowsPerAppend: 50, Partitions: 1, Seed: 1, FilesPerCommit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := collectStats(t, ctx, tbl)
+	if st.snapshots != 3 || st.dataFiles != 10 || st.rows != 500 || st.distinctIDs != 500 {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := NextAppendIndex(tbl); got != 10 {
+		t.Fatalf("NextAppendIndex = %d, want 10", got)
+	}
+}
+
 func TestCreateV3(t *testing.T) {
 	ctx := context.Background()
 	cat, err := OpenSQLiteCatalog(ctx, "test", filepath.Join(t.TempDir(), "c.db"), t.TempDir())

@@ -15,14 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/offheap"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 // BenchmarkRewriteGroups measures the heavy part of compaction: reading the
 // planned groups with deletes applied, writing them out and verifying the
 // row counts, MaxConcurrentGroups at a time. Outputs are discarded so every
 // iteration rewrites the same input. Size it with BENCH_APPENDS (default 100
-// files of BENCH_ROWS=2000 rows over 10 days); the full-size, side-by-side
+// files of BENCH_ROWS=2000 rows over BENCH_PARTS=10 days); the full-size, side-by-side
 // comparison with iceberg-go's CLI is `go run ./internal/bench/compactbench`.
 // BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
 // instead of the direct path; BENCH_COPY=0 keeps the direct path in Arrow
@@ -33,7 +35,10 @@ import (
 func BenchmarkRewriteGroups(b *testing.B) {
 	appends := envInt("BENCH_APPENDS", 100)
 	rows := envInt("BENCH_ROWS", 2000)
-	f := newTable(b, appends, rows, 10)
+	// BENCH_PER_COMMIT appends to a snapshot generate large tables quickly.
+	opt := gen.Options{Appends: appends, RowsPerAppend: rows, Partitions: envInt("BENCH_PARTS", 10), Seed: 7, FilesPerCommit: envInt("BENCH_PER_COMMIT", 1)}
+	cat, tbl, dir := testenv.GeneratedTable(b, opt)
+	f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
 	// BENCH_PROPS=k=v,k=v sets table properties first (the writer reads
 	// write.parquet.* from them), to measure their effect.
 	if raw := os.Getenv("BENCH_PROPS"); raw != "" {

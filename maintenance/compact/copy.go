@@ -1,7 +1,11 @@
 package compact
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -51,20 +55,30 @@ func sameLogicalType(a, b schema.LogicalType) bool {
 // copySource copies rows of one input file at a time, leaf by leaf. It is
 // built for the output's leaves, which every file of a group in copy mode
 // stores alike (samePhysicalLeaves), and keeps its buffers from file to
-// file.
+// file. Leaves are independent (a column reader and a column writer each,
+// over bytes already read), so up to workers of them are copied at once:
+// each column writer sees the same calls in the same order as when they
+// are copied one after another, so the file written is the same.
 type copySource struct {
-	pf     *file.Reader
-	leaves []leafCopier
+	pf      *file.Reader
+	leaves  []leafCopier
+	workers int
+	order   []int   // the leaves, largest in the open file first
+	got     []int64 // rows each leaf copied in the last call
+	errs    []error
 }
 
-func newCopySource(sc *schema.Schema) (*copySource, error) {
-	s := &copySource{leaves: make([]leafCopier, sc.NumColumns())}
-	for i := range sc.NumColumns() {
+func newCopySource(sc *schema.Schema, workers int) (*copySource, error) {
+	n := sc.NumColumns()
+	s := &copySource{leaves: make([]leafCopier, n), workers: max(workers, 1),
+		order: make([]int, n), got: make([]int64, n), errs: make([]error, n)}
+	for i := range n {
 		l, err := newLeafCopier(i, sc.Column(i))
 		if err != nil {
 			return nil, err
 		}
 		s.leaves[i] = l
+		s.order[i] = i
 	}
 	return s, nil
 }
@@ -73,8 +87,28 @@ func newCopySource(sc *schema.Schema) (*copySource, error) {
 // leaf holds anything of it (finish).
 func (s *copySource) open(pf *file.Reader) {
 	s.pf = pf
+	// One reader of each row group for all leaves: each builds the row
+	// group's metadata and page index reader anew.
+	rgs := make([]*file.RowGroupReader, pf.NumRowGroups())
+	for i := range rgs {
+		rgs[i] = pf.RowGroup(i)
+	}
 	for _, l := range s.leaves {
-		l.open(pf)
+		l.open(pf, rgs)
+	}
+	if s.workers > 1 {
+		// The largest leaves go first, so that the workers finish at
+		// about the same time.
+		size := make([]int64, len(s.leaves))
+		for rg := range pf.NumRowGroups() {
+			md := pf.MetaData().RowGroup(rg)
+			for i := range size {
+				if cc, err := md.ColumnChunk(i); err == nil {
+					size[i] += cc.TotalUncompressedSize()
+				}
+			}
+		}
+		slices.SortStableFunc(s.order, func(a, b int) int { return cmp.Compare(size[b], size[a]) })
 	}
 }
 
@@ -97,29 +131,55 @@ func (s *copySource) finish() error {
 // row group rg and returns how many it copied. Every leaf must yield the
 // same number of rows.
 func (s *copySource) copyRows(rg file.BufferedRowGroupWriter, n int64) (int64, error) {
-	var rows int64
-	for i, l := range s.leaves {
+	s.each(func(i int) {
+		s.got[i], s.errs[i] = 0, nil
 		cw, err := rg.Column(i)
 		if err != nil {
-			return 0, fmt.Errorf("column %d of the output: %w", i, err)
+			s.errs[i] = fmt.Errorf("column %d of the output: %w", i, err)
+			return
 		}
-		got, err := l.copyRows(cw, n)
+		if s.got[i], err = s.leaves[i].copyRows(cw, n); err != nil {
+			s.errs[i] = fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
+		}
+	})
+	for i, err := range s.errs {
 		if err != nil {
-			return 0, fmt.Errorf("column %s: %w", s.pf.MetaData().Schema.Column(i).Path(), err)
+			return 0, err
 		}
-		if i == 0 {
-			rows = got
-		} else if got != rows {
+		if s.got[i] != s.got[0] {
 			return 0, fmt.Errorf("column %s has %d rows where column %s has %d",
-				s.pf.MetaData().Schema.Column(i).Path(), got, s.pf.MetaData().Schema.Column(0).Path(), rows)
+				s.pf.MetaData().Schema.Column(i).Path(), s.got[i], s.pf.MetaData().Schema.Column(0).Path(), s.got[0])
 		}
 	}
-	return rows, nil
+	return s.got[0], nil
+}
+
+// each calls fn for every leaf, on up to workers goroutines, the largest
+// leaves first, and returns when all calls have.
+func (s *copySource) each(fn func(leaf int)) {
+	if s.workers == 1 {
+		for _, i := range s.order {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for k := next.Add(1) - 1; k < int64(len(s.order)); k = next.Add(1) - 1 {
+			fn(s.order[k])
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(s.workers, len(s.order)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
 
 // leafCopier copies the rows of one leaf column across the file's row groups.
 type leafCopier interface {
-	open(pf *file.Reader)
+	open(pf *file.Reader, rowGroups []*file.RowGroupReader)
 	copyRows(w file.ColumnChunkWriter, n int64) (int64, error)
 	// more reports whether the file holds rows of the column not copied.
 	more() (bool, error)
@@ -170,6 +230,7 @@ const leafRead = 4096
 // page overwrites: before each read, pending ones are copied into arena.
 type leaf[T any] struct {
 	pf             *file.Reader
+	rowGroups      []*file.RowGroupReader // of pf
 	col            int
 	maxDef, maxRep int16
 	bytesOf        func(T) []byte // nil unless values are byte arrays
@@ -200,8 +261,8 @@ func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] 
 
 // open starts on the column of the next file. Nothing is pending: the
 // file before was finished, and write cleared every value it wrote.
-func (l *leaf[T]) open(pf *file.Reader) {
-	l.pf, l.rowGroup, l.rd, l.chunkEnd = pf, 0, nil, false
+func (l *leaf[T]) open(pf *file.Reader, rowGroups []*file.RowGroupReader) {
+	l.pf, l.rowGroups, l.rowGroup, l.rd, l.chunkEnd = pf, rowGroups, 0, nil, false
 	l.arena, l.spare = l.arena[:0], l.spare[:0]
 }
 
@@ -382,7 +443,7 @@ func (l *leaf[T]) fill(need int64) (bool, error) {
 		if l.rowGroup >= l.pf.NumRowGroups() {
 			return false, nil
 		}
-		cr, err := l.pf.RowGroup(l.rowGroup).Column(l.col)
+		cr, err := l.rowGroups[l.rowGroup].Column(l.col)
 		if err != nil {
 			return false, fmt.Errorf("row group %d: %w", l.rowGroup, err)
 		}

@@ -8,8 +8,10 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -32,7 +35,7 @@ import (
 // does). It writes what iceberg-go's writer writes, with the writer
 // configured as iceberg-go's, and builds the data files from the written
 // footers. It is two paths (rewriters), each taking a group only if the
-// input footers, read before anything is written, allow:
+// input footers, each checked before any of its rows is written, allow:
 //   - copy (copy.go): every file stores every leaf as the output does, so
 //     levels and values go from column readers to column writers;
 //   - Arrow ("direct"): the files decode to the output's Arrow types (Spark
@@ -56,6 +59,8 @@ type directTable struct {
 	footerKV  metadata.KeyValueMetadata
 	writeUUID uuid.UUID
 	files     atomic.Int64
+	// bufs holds the buffers of input files read whole, for the next ones.
+	bufs sync.Pool
 }
 
 // newDirectTable prepares the direct path for tbl, its writers allocating
@@ -165,53 +170,55 @@ type directRewriter struct {
 
 func (r *directRewriter) name() string { return string(r.mode) }
 
-// footers reads the footer of every file of the group, before anything is
-// written, once for both modes: the next one finds them in the input.
-func (d *directTable) footers(r *inputReader, in *groupInput) ([]*metadata.FileMetaData, error) {
-	if in.footers != nil {
-		return in.footers, nil
+// unfit says why an input file, of footer md, cannot be rewritten in
+// mode, or "": both modes need the output's columns; copy needs the file
+// to store every leaf as the output does, Arrow needs it to decode to the
+// output's Arrow types. Each file is checked as it is opened, before any of
+// its rows is written. fit is the last file found fit in Arrow mode: one of
+// an equal schema decodes alike, without converting its schema again.
+func (d *directTable) unfit(mode directMode, path string, md *metadata.FileMetaData, fit *fitSchema) (string, error) {
+	if !sameParquetSchema(md.Schema, d.out.parquet) {
+		return "file " + path + " has other columns than the current schema", nil
 	}
-	mds := make([]*metadata.FileMetaData, len(in.g.tasks))
-	for i, t := range in.g.tasks {
-		err := r.open(t.File.FilePath(), nil, func(pf *file.Reader) error {
-			mds[i] = pf.MetaData()
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	if mode == modeCopy {
+		if !samePhysicalLeaves(md.Schema, d.out.parquet) {
+			return "file " + path + " stores its columns otherwise than the output", nil
 		}
+		return "", nil
 	}
-	in.footers = mds
-	return mds, nil
+	kv := md.KeyValueMetadata()
+	if fit.schema != nil && fit.schema.Equals(md.Schema) && sameKV(fit.kv, kv) {
+		return "", nil
+	}
+	asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, kv)
+	if err != nil {
+		return "", fmt.Errorf("arrow schema of %s: %w", path, err)
+	}
+	if !sameArrowTypes(asc, d.out.arrow) {
+		return "file " + path + " reads as other Arrow types", nil
+	}
+	fit.schema, fit.kv = md.Schema, kv
+	return "", nil
 }
 
-// unfit says why the files of g, of footers mds, cannot be rewritten in
-// mode, or "": both modes need the output's columns; copy needs every file
-// to store every leaf as the output does, Arrow needs every file to decode
-// to the output's Arrow types.
-func (d *directTable) unfit(mode directMode, g *Group, mds []*metadata.FileMetaData) (string, error) {
-	for i, md := range mds {
-		if !sameParquetSchema(md.Schema, d.out.parquet) {
-			return "file " + g.tasks[i].File.FilePath() + " has other columns than the current schema", nil
+// fitSchema is the Parquet schema and key-value metadata (where pqarrow
+// finds a stored Arrow schema) of a file that decodes to the output's
+// Arrow types.
+type fitSchema struct {
+	schema *schema.Schema
+	kv     metadata.KeyValueMetadata
+}
+
+func sameKV(a, b metadata.KeyValueMetadata) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || !bytes.Equal([]byte(a[i].GetValue()), []byte(b[i].GetValue())) {
+			return false
 		}
 	}
-	for i, md := range mds {
-		path := g.tasks[i].File.FilePath()
-		if mode == modeCopy {
-			if !samePhysicalLeaves(md.Schema, d.out.parquet) {
-				return "file " + path + " stores its columns otherwise than the output", nil
-			}
-			continue
-		}
-		asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, md.KeyValueMetadata())
-		if err != nil {
-			return "", fmt.Errorf("arrow schema of %s: %w", path, err)
-		}
-		if !sameArrowTypes(asc, d.out.arrow) {
-			return "file " + path + " reads as other Arrow types", nil
-		}
-	}
-	return "", nil
+	return true
 }
 
 // wholeFileMax is the largest input file read whole. Compaction's inputs
@@ -222,49 +229,111 @@ func (d *directTable) unfit(mode directMode, g *Group, mds []*metadata.FileMetaD
 // memory stays bounded.
 const wholeFileMax = 8 << 20
 
-// inputReader opens the input files of one group, one at a time.
-type inputReader struct {
-	fs       iceio.IO
-	mem      memory.Allocator // the Parquet readers'
-	wholeMax int64            // files of at most this many bytes are read whole
-	buf      []byte           // the last file read whole, reused for the next
+// readAhead is how many input files beyond the one being copied are opened,
+// read (when read whole) and their footers parsed: the next file's GET
+// and footer overlap the current file's decoding and encoding, and memory
+// stays bounded by a few files.
+const readAhead = 2
+
+// inputFile is one input file opened, with its footer read.
+type inputFile struct {
+	path string
+	pf   *file.Reader
+	buf  *[]byte // the bytes of a file read whole, from the table's pool
+	err  error
 }
 
-// inputReader returns a reader of input files through fs that reads files
-// of at most wholeMax bytes whole.
-func (d *directTable) inputReader(fs iceio.IO, wholeMax int64) *inputReader {
-	return &inputReader{fs: fs, mem: d.mem, wholeMax: wholeMax}
-}
-
-// open opens one input file, with its footer when it was read before. The
-// reader of fn must not be used after fn returns: the next file read whole
-// takes its bytes.
-func (r *inputReader) open(path string, md *metadata.FileMetaData, fn func(*file.Reader) error) error {
-	f, err := r.fs.Open(path)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	var src parquet.ReaderAtSeeker = f
-	if st, err := f.Stat(); err == nil && st.Size() <= r.wholeMax {
-		// Parquet readers copy what they read out of src (ReadAt), so
-		// nothing refers to these bytes once the file is done.
-		r.buf = slices.Grow(r.buf[:0], int(st.Size()))[:st.Size()]
-		if _, err := io.ReadFull(f, r.buf); err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
+// inputs opens the files of tasks in order, readAhead ahead of the
+// receiver, through fs, reading files of at most wholeMax bytes whole. The
+// receiver releases each file it took; stop ends the reading ahead and
+// releases what was read and not taken. A file that fails to open is the
+// last sent.
+func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, tasks []table.FileScanTask) (files <-chan *inputFile, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan *inputFile, readAhead-1) // and one being opened
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		for _, t := range tasks {
+			if ctx.Err() != nil {
+				return
+			}
+			in := d.openInput(fs, wholeMax, t.File.FilePath())
+			select {
+			case ch <- in:
+			case <-ctx.Done():
+				d.release(in)
+				return
+			}
+			if in.err != nil {
+				return
+			}
 		}
-		src = bytes.NewReader(r.buf)
+	}()
+	return ch, func() {
+		cancel()
+		for in := range ch {
+			d.release(in)
+		}
+		<-done
 	}
-	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(r.mem))}
-	if md != nil {
-		opts = append(opts, file.WithMetadata(md))
-	}
-	pf, err := file.NewParquetReader(src, opts...)
+}
+
+// openInput opens one input file and reads its footer; a file of at most
+// wholeMax bytes is read whole, in one request, into a pooled buffer.
+func (d *directTable) openInput(fs iceio.IO, wholeMax int64, path string) *inputFile {
+	in := &inputFile{path: path}
+	f, err := fs.Open(path)
 	if err != nil {
-		return fmt.Errorf("read footer of %s: %w", path, err)
+		in.err = fmt.Errorf("open %s: %w", path, err)
+		return in
 	}
-	defer pf.Close()
-	return fn(pf)
+	var src parquet.ReaderAtSeeker = f
+	st, err := f.Stat()
+	whole := err == nil && st.Size() <= wholeMax
+	if whole {
+		// Parquet readers copy what they read out of src (ReadAt), so
+		// nothing refers to these bytes once the file is released.
+		buf, _ := d.bufs.Get().(*[]byte)
+		if buf == nil {
+			buf = new([]byte)
+		}
+		*buf = slices.Grow((*buf)[:0], int(st.Size()))[:st.Size()]
+		_, err := io.ReadFull(f, *buf)
+		f.Close()
+		in.buf = buf
+		if err != nil {
+			d.release(in)
+			in.err = fmt.Errorf("read %s: %w", path, err)
+			return in
+		}
+		src = bytes.NewReader(*buf)
+	}
+	// Closing the reader closes f when it reads by ranges.
+	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(d.mem)))
+	if err != nil {
+		if !whole {
+			f.Close()
+		}
+		d.release(in)
+		in.err = fmt.Errorf("read footer of %s: %w", path, err)
+		return in
+	}
+	in.pf = pf
+	return in
+}
+
+// release closes an input file and returns its buffer to the pool.
+func (d *directTable) release(in *inputFile) {
+	if in.pf != nil {
+		_ = in.pf.Close()
+		in.pf = nil
+	}
+	if in.buf != nil {
+		d.bufs.Put(in.buf)
+		in.buf = nil
+	}
 }
 
 func sameArrowTypes(a, b *arrow.Schema) bool {
@@ -282,7 +351,9 @@ func sameArrowTypes(a, b *arrow.Schema) bool {
 
 // rewrite streams the group's files into new files of about the target
 // size, counting the rows read. It returns the files written, also on
-// error, so that the caller can remove them.
+// error, so that the caller can remove them. Each file is checked for the
+// mode as it is opened: a file found unfit after others were written
+// declines the group with those files, which the caller removes.
 func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []iceberg.DataFile, rowsRead int64, err error) {
 	d, g := r.d, in.g
 	if d == nil {
@@ -291,20 +362,9 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 	if why := d.groupReason(g); why != "" {
 		return nil, 0, &declined{why: why}
 	}
-	rd := d.inputReader(r.fs, r.wholeMax)
-	mds, err := d.footers(rd, in)
-	if err != nil {
-		return nil, 0, err
-	}
-	if why, err := d.unfit(r.mode, g, mds); err != nil || why != "" {
-		if err != nil {
-			return nil, 0, err
-		}
-		return nil, 0, &declined{why: why}
-	}
 	w := &directWriter{d: d, fs: r.fs, g: g, maxSize: r.sizes.max, split: newSplitter(r.sizes, g), ctx: ctx, mode: r.mode}
 	if r.mode == modeCopy {
-		if w.src, err = newCopySource(d.out.parquet); err != nil {
+		if w.src, err = newCopySource(d.out.parquet, runtime.GOMAXPROCS(0)); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -314,54 +374,80 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 		}
 		files = w.files
 	}()
-	for i, t := range g.tasks {
-		if err := ctx.Err(); err != nil {
+	inputs, stop := d.inputs(ctx, r.fs, r.wholeMax, g.tasks)
+	defer stop()
+	var fit fitSchema
+	for range g.tasks {
+		f, ok := <-inputs
+		if !ok {
 			return nil, rowsRead, context.Cause(ctx)
 		}
-		path := t.File.FilePath()
-		err := rd.open(path, mds[i], func(pf *file.Reader) error {
-			if r.mode == modeCopy {
-				n, err := w.copyFile(ctx, pf, r.batchRows)
-				rowsRead += n
-				return err
-			}
-			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: r.batchRows}, d.mem)
+		if f.err != nil {
+			return nil, rowsRead, f.err
+		}
+		why, err := d.unfit(r.mode, f.path, f.pf.MetaData(), &fit)
+		if err == nil && why == "" {
+			var n int64
+			n, err = r.copyInput(ctx, w, f.pf)
+			rowsRead += n
 			if err != nil {
-				return err
+				err = fmt.Errorf("rewrite %s: %w", f.path, err)
 			}
-			rr, err := fr.GetRecordReader(ctx, nil, nil)
-			if err != nil {
-				return err
-			}
-			defer rr.Release()
-			for rr.Next() {
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				rec := rr.RecordBatch()
-				rowsRead += rec.NumRows()
-				// Same columns and types (checked): only the field metadata
-				// the reader restored may differ from the output schema's.
-				out := array.NewRecordBatch(d.out.arrow, rec.Columns(), rec.NumRows())
-				err := w.writeSplit(out)
-				out.Release()
-				if err != nil {
-					return err
-				}
-			}
-			if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-			return ctx.Err()
-		})
+		}
+		d.release(f)
 		if err != nil {
-			return nil, rowsRead, fmt.Errorf("rewrite %s: %w", path, err)
+			return nil, rowsRead, err
+		}
+		if why != "" {
+			return nil, 0, &declined{why: why}
 		}
 	}
 	if err := w.close(); err != nil {
 		return nil, rowsRead, err
 	}
 	return w.files, rowsRead, nil
+}
+
+// copyInput writes the rows of one input file and returns how many it read.
+func (r *directRewriter) copyInput(ctx context.Context, w *directWriter, pf *file.Reader) (rowsRead int64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, context.Cause(ctx)
+	}
+	if r.mode == modeCopy {
+		return w.copyFile(ctx, pf, r.batchRows)
+	}
+	// Columns decode in parallel: the writer encodes them one after another.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: r.batchRows, Parallel: true}, r.d.mem)
+	if err != nil {
+		return 0, err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if ctx.Err() != nil {
+			return rowsRead, context.Cause(ctx)
+		}
+		rec := rr.RecordBatch()
+		rowsRead += rec.NumRows()
+		// Same columns and types (checked): only the field metadata the
+		// reader restored may differ from the output schema's.
+		out := array.NewRecordBatch(r.d.out.arrow, rec.Columns(), rec.NumRows())
+		err := w.writeSplit(out)
+		out.Release()
+		if err != nil {
+			return rowsRead, err
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return rowsRead, err
+	}
+	if err := ctx.Err(); err != nil {
+		return rowsRead, context.Cause(ctx)
+	}
+	return rowsRead, nil
 }
 
 // directWriter writes one group's rows into files that end where the

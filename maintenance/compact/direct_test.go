@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -434,9 +435,10 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 					return nil
 				}
 			} else {
-				// Fails the reading of the i-th file's rows, after its footer.
+				// Fails the opening of the i-th file (each is opened once,
+				// its footer checked as its rows are read).
 				fs.openFails = func(p string, opened int) error {
-					if i, ok := index[p]; ok && opened > 0 {
+					if i, ok := index[p]; ok {
 						return fail(i)
 					}
 					return nil
@@ -906,5 +908,95 @@ func TestWriterBuffersComeFromTheAllocator(t *testing.T) {
 					res.FilesWritten, files.Load(), mem.n.Load())
 			}
 		})
+	}
+}
+
+// The direct path checks each input as it opens it: a group whose first
+// file fits and a later one does not (written before a column was added)
+// is declined after the direct path wrote rows of the first, and what it
+// wrote is removed. iceberg-go's path rewrites the group; every row stays
+// and no stray file is left.
+func TestDirectPathDeclinedMidGroupLeavesNoFiles(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 6, 300, 1)
+	old := map[string]bool{}
+	for _, df := range liveDataFiles(t, f.tbl) {
+		old[df.FilePath()] = true
+	}
+	update(t, f, func(tx *table.Transaction) error {
+		return tx.UpdateSchema(true, false).AddColumn([]string{"note"}, iceberg.PrimitiveTypes.String, "", false, nil).Commit()
+	})
+	// A file of the new schema: the old files' rows again, note null.
+	rows, err := f.tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Release()
+	update(t, f, func(tx *table.Transaction) error { return tx.AppendTable(ctx, rows, 1<<20, nil) })
+	f.rows, f.sum = checksum(t, f.tbl)
+	before := parquetFiles(t, f.dir)
+
+	cfg := testConfig()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Groups) != 1 || len(plan.Groups[0].tasks) != 7 {
+		t.Fatalf("plan %+v; want one group of 7 files", plan.Groups)
+	}
+	// Files of 64 KiB, so that the new file's rows fill some before the
+	// old files are reached.
+	plan.TargetFileSize, plan.MinFileSize, plan.MaxFileSize = 64<<10, 48<<10, 96<<10
+	// The new file first: it fits, the old ones after it do not.
+	tasks := plan.Groups[0].tasks
+	var reordered []table.FileScanTask
+	for _, isOld := range []bool{false, true} {
+		for _, tk := range tasks {
+			if old[tk.File.FilePath()] == isOld {
+				reordered = append(reordered, tk)
+			}
+		}
+	}
+	copy(tasks, reordered)
+	if old[plan.Groups[0].tasks[0].File.FilePath()] {
+		t.Fatal("the new file is not first")
+	}
+	var mu sync.Mutex
+	declinedWith := map[string]int{} // path -> files it wrote before declining
+	var log pathLog
+	paths := wrapPaths(log.watch(defaultPaths()), func(name string, _ *groupInput, rewrite func() ([]iceberg.DataFile, int64, error)) ([]iceberg.DataFile, int64, error) {
+		files, n, err := rewrite()
+		if isDeclined(err) {
+			mu.Lock()
+			declinedWith[name] = len(files)
+			mu.Unlock()
+		}
+		return files, n, err
+	})
+	res, err := execute(ctx, f.cat, f.tbl, plan, cfg, guarded(t, Options{}), paths)
+	if err != nil || res.GroupsCommitted != 1 {
+		t.Fatalf("err %v result %+v", err, res)
+	}
+	if got := log.all(); len(got) != 1 || got[0] != "iceberg-go" {
+		t.Fatalf("paths %v, want iceberg-go", got)
+	}
+	if len(log.whys) != 2 || !strings.Contains(log.whys[0], "other columns than the current schema") {
+		t.Fatalf("why %q", log.whys)
+	}
+	if declinedWith["copy"] == 0 || declinedWith["direct"] == 0 {
+		t.Fatalf("files written before declining: %v; want the direct path to have written in both modes, or the test proves nothing", declinedWith)
+	}
+	after := f.reload(t)
+	if r, s := checksum(t, after); r != f.rows || s != f.sum {
+		t.Fatalf("rows %d sum %x after, %d %x before", r, s, f.rows, f.sum)
+	}
+	live := map[string]bool{}
+	for _, df := range liveDataFiles(t, after) {
+		live[strings.TrimPrefix(df.FilePath(), "file://")] = true
+	}
+	for p := range parquetFiles(t, f.dir) {
+		if !before[p] && !live[p] {
+			t.Errorf("stray file %s", p)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -25,8 +24,9 @@ type rewriter interface {
 	name() string
 	// rewrite returns the files written and the rows read. On error it
 	// returns the files written so far too, for the caller to remove. A
-	// path that cannot take the group returns a *declined error, before it
-	// wrote anything.
+	// path that cannot take the group returns a *declined error, with the
+	// files it wrote before it found out (the direct path checks each
+	// input as it opens it), for the caller to remove.
 	rewrite(ctx context.Context, in *groupInput) (files []iceberg.DataFile, rowsRead int64, err error)
 }
 
@@ -35,11 +35,9 @@ type declined struct{ why string }
 
 func (d *declined) Error() string { return d.why }
 
-// groupInput is one group on its way through the paths. What a path read
-// of the input files is kept for the next, so that no footer is read twice.
+// groupInput is one group on its way through the paths.
 type groupInput struct {
-	g       *Group
-	footers []*metadata.FileMetaData // of g's files in order, once read
+	g *Group
 }
 
 // A rewritePath builds a path's rewriter for one run over one table.

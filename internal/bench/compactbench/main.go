@@ -1,17 +1,30 @@
 // Command compactbench measures compaction throughput, CPU time and peak
 // memory of the maintainer side by side with iceberg-go's own CLI
-// (`iceberg compact run`) on two identical generated tables of single-file
-// appends (issue 2's benchmark). Both tools run as separate processes, so
-// their peak RSS is their own; each result is checked row for row.
+// (`iceberg compact run`) and DuckDB (a `COPY ... TO` of each partition's
+// files, through @duckdb/node-api) on identical generated tables. Every tool
+// runs as a separate process, so its CPU time and peak RSS are its own;
+// rounds interleave the tools, rotating which goes first, and every result
+// is checked row for row.
 //
-//	go run ./internal/bench/compactbench                      # 1,000 appends over 10 days
-//	go run ./internal/bench/compactbench -appends 200 -rows 1000   # quick
+//	go run ./internal/bench/compactbench                              # the 1,000-file table, 3 tools
+//	go run ./internal/bench/compactbench -cases small10k,small40k,large
+//	go run ./internal/bench/compactbench -cases all -dir /tmp/compactbench
+//	go run ./internal/bench/compactbench -appends 200 -rows 1000       # a table of your own
+//
+// DuckDB needs node and npm: the bench installs @duckdb/node-api into the
+// repository's .cache/duckdb-node on first use (-tools maintainer,cli
+// leaves it out).
 package main
 
 import (
 	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,24 +47,54 @@ func main() {
 	}
 }
 
+// A benchCase is one generated table.
+type benchCase struct {
+	name string
+	opt  gen.Options
+	what string
+}
+
+// cases are the tables -cases names: the 1,000-file benchmark table (issue
+// 2), one partition of 10,000 to 80,000 files of ~21 KB (issue 13), and
+// one of 1,000 files of ~420 KB. The large tables commit 100 appends a
+// snapshot: a commit each would take hours to generate.
+var cases = []benchCase{
+	{"table1000", gen.Options{Appends: 1000, RowsPerAppend: 2000, Partitions: 10}, "1,000 appends of ~220 KB over 10 days"},
+	{"small10k", gen.Options{Appends: 10000, RowsPerAppend: 200, Partitions: 1, FilesPerCommit: 100}, "10,000 files of ~21 KB in one partition"},
+	{"small20k", gen.Options{Appends: 20000, RowsPerAppend: 200, Partitions: 1, FilesPerCommit: 100}, "20,000 files of ~21 KB in one partition"},
+	{"small40k", gen.Options{Appends: 40000, RowsPerAppend: 200, Partitions: 1, FilesPerCommit: 100}, "40,000 files of ~21 KB in one partition"},
+	{"small80k", gen.Options{Appends: 80000, RowsPerAppend: 200, Partitions: 1, FilesPerCommit: 100}, "80,000 files of ~21 KB in one partition"},
+	{"large", gen.Options{Appends: 1000, RowsPerAppend: 4000, Partitions: 1, FilesPerCommit: 100}, "1,000 files of ~420 KB in one partition"},
+}
+
 type measure struct {
-	tool       string
 	wall, cpu  time.Duration
 	maxRSS     int64 // bytes
 	filesAfter int
-	rowsOK     bool
 }
 
+const (
+	toolMaintainer = "maintainer"
+	toolBefore     = "maintainer-before"
+	toolCLI        = "iceberg-go CLI"
+	toolDuckDB     = "DuckDB"
+)
+
+var toolNames = map[string]string{"maintainer": toolMaintainer, "cli": toolCLI, "duckdb": toolDuckDB}
+
 func run() error {
-	appends := flag.Int("appends", 1000, "single-file appends")
-	rows := flag.Int("rows", 2000, "rows per append")
-	parts := flag.Int("partitions", 10, "day partitions")
+	caseList := flag.String("cases", "table1000", "tables to measure, comma-separated: table1000, small10k, small20k, small40k, small80k, large, or all")
+	appends := flag.Int("appends", 0, "a table of your own instead of -cases: single-file appends")
+	rows := flag.Int("rows", 2000, "with -appends: rows per append")
+	parts := flag.Int("partitions", 10, "with -appends: day partitions")
+	perCommit := flag.Int("files-per-commit", 1, "with -appends: appends committed in one snapshot")
 	target := flag.String("target", "128MiB", "target file size")
-	dir := flag.String("dir", "", "work folder (default: a temporary one, removed after)")
+	dir := flag.String("dir", "", "work folder, keeping the generated tables for reruns (default: a temporary one, removed after)")
 	groups := flag.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
-	skipCLI := flag.Bool("skip-cli", false, "measure the maintainer only")
-	rounds := flag.Int("rounds", 3, "rounds of both tools, alternating which goes first; medians are reported")
+	toolList := flag.String("tools", "maintainer,cli,duckdb", "tools to measure, comma-separated: maintainer, cli, duckdb")
+	rounds := flag.Int("rounds", 3, "rounds of every tool, rotating which goes first; medians are reported")
 	mEnv := flag.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
+	before := flag.String("before-bin", "", "a maintainer binary built before a change, measured as one more tool (maintainer-before) on a table of its own")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -59,6 +102,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var selected []benchCase
+	if *appends > 0 {
+		selected = []benchCase{{name: "custom", opt: gen.Options{Appends: *appends, RowsPerAppend: *rows, Partitions: *parts, FilesPerCommit: *perCommit},
+			what: fmt.Sprintf("%d appends of %d rows over %d partitions", *appends, *rows, *parts)}}
+	} else {
+		for _, name := range strings.Split(*caseList, ",") {
+			i := slices.IndexFunc(cases, func(c benchCase) bool { return c.name == name })
+			switch {
+			case name == "all":
+				selected = append(selected, cases...)
+			case i < 0:
+				return fmt.Errorf("-cases: no case %q", name)
+			default:
+				selected = append(selected, cases[i])
+			}
+		}
+	}
+	var tools []string
+	for _, t := range strings.Split(*toolList, ",") {
+		name, ok := toolNames[t]
+		if !ok {
+			return fmt.Errorf("-tools: no tool %q", t)
+		}
+		tools = append(tools, name)
+	}
+	if *before != "" {
+		tools = append(tools, toolBefore)
+	}
+
 	work := *dir
 	if work == "" {
 		if work, err = os.MkdirTemp("", "compactbench-"); err != nil {
@@ -66,131 +138,303 @@ func run() error {
 		}
 		defer os.RemoveAll(work)
 	}
-	bin := filepath.Join(work, "bin")
-	maintainer, cli := filepath.Join(bin, "maintainer"), filepath.Join(bin, "iceberg")
-	if err := build(ctx, "", maintainer, "./cmd/maintainer"); err != nil {
+	if work, err = filepath.Abs(work); err != nil {
 		return err
 	}
-	if !*skipCLI {
-		modDir, err := goOut(ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/apache/iceberg-go")
-		if err != nil {
-			return err
-		}
-		if err := build(ctx, modDir, cli, "./cmd/iceberg"); err != nil {
-			return err
-		}
-	}
-
-	opt := gen.Options{Appends: *appends, RowsPerAppend: *rows, Partitions: *parts, Seed: 1}
-	tables := map[string]string{"maintainer": filepath.Join(work, "a")}
-	if !*skipCLI {
-		tables["iceberg-go CLI"] = filepath.Join(work, "b")
-	}
-	var want tableStats
-	for _, d := range tables {
-		start := time.Now()
-		generated, err := prepare(ctx, d, opt)
-		if err != nil {
-			return err
-		}
-		if want, err = measureTable(ctx, d); err != nil {
-			return err
-		}
-		if generated {
-			fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, *appends,
-				float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
-		}
-	}
-
-	var env []string
+	b := &bench{ctx: ctx, target: targetBytes, groups: *groups, rounds: *rounds, tools: tools, before: *before}
 	if *mEnv != "" {
-		env = strings.Fields(*mEnv)
+		b.env = strings.Fields(*mEnv)
+		fmt.Printf("maintainer environment: %s\n", *mEnv)
 	}
-	runs := map[string]func() (measure, error){
-		"maintainer": func() (measure, error) {
-			a := tables["maintainer"]
-			cfgPath := filepath.Join(a, "maintainer.yaml")
-			const block = "  compact:\n    enabled: true\n"
-			cfg := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", a)
-			if !strings.Contains(cfg, block) {
-				return measure{}, fmt.Errorf("the embedded default config has no %q block to extend", block)
-			}
-			cfg = strings.Replace(cfg, block, block+fmt.Sprintf("    target_file_size: %d\n    max_concurrent_groups: %d\n", targetBytes, *groups), 1)
-			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-				return measure{}, err
-			}
-			return measureRun(ctx, "maintainer", env, maintainer, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
-		},
-		// iceberg-go's CLI on an identical table.
-		"iceberg-go CLI": func() (measure, error) {
-			b := tables["iceberg-go CLI"]
-			return measureRun(ctx, "iceberg-go CLI", nil, cli, "--catalog", "sql", "--catalog-name", "default",
-				"--uri", "file:"+filepath.Join(b, "catalog.db"), "--warehouse", gen.FileURI(filepath.Join(b, "warehouse")),
-				"--sql-driver", "sqliteshim", "--sql-dialect", "sqlite",
-				"compact", "run", "demo.events", "--target-file-size", fmt.Sprint(targetBytes))
-		},
+	if err := b.setup(filepath.Join(work, "bin")); err != nil {
+		return err
 	}
-	order := []string{"maintainer", "iceberg-go CLI"}
-	if *skipCLI {
-		order = order[:1]
+	for _, c := range selected {
+		c.opt.Seed = 1
+		if err := b.runCase(filepath.Join(work, c.name), c); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
 	}
-	// Rounds alternate which tool goes first, so that a slow spell of a
-	// shared machine does not always fall on the same one.
+	return nil
+}
+
+type bench struct {
+	ctx                     context.Context
+	target                  int64
+	groups, rounds          int
+	tools                   []string
+	env                     []string // the maintainer's
+	maintainer, cli, duckdb string   // binaries; duckdb is the node script
+	before                  string   // the maintainer binary of -before-bin
+}
+
+func (b *bench) uses(tool string) bool { return slices.Contains(b.tools, tool) }
+
+// setup builds the binaries and installs DuckDB's node package.
+func (b *bench) setup(bin string) error {
+	b.maintainer, b.cli = filepath.Join(bin, "maintainer"), filepath.Join(bin, "iceberg")
+	if b.uses(toolMaintainer) {
+		if err := build(b.ctx, "", b.maintainer, "./cmd/maintainer"); err != nil {
+			return err
+		}
+	}
+	if b.uses(toolCLI) {
+		modDir, err := goOut(b.ctx, "list", "-m", "-f", "{{.Dir}}", "github.com/apache/iceberg-go")
+		if err != nil {
+			return err
+		}
+		if err := build(b.ctx, modDir, b.cli, "./cmd/iceberg"); err != nil {
+			return err
+		}
+	}
+	if b.uses(toolDuckDB) {
+		root, err := goOut(b.ctx, "list", "-m", "-f", "{{.Dir}}")
+		if err != nil {
+			return err
+		}
+		if b.duckdb, err = installDuckDB(b.ctx, filepath.Join(root, ".cache", "duckdb-node")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+//go:embed duckdb.mjs
+var duckdbScript []byte
+
+// duckdbPackage is the version of @duckdb/node-api the figures are of.
+const duckdbPackage = "@duckdb/node-api@1.5.6-r.1"
+
+// installDuckDB installs @duckdb/node-api into folder dir (once) and writes
+// the bench's script beside it; it returns the script's path.
+func installDuckDB(ctx context.Context, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api", "package.json")); errors.Is(err, fs.ErrNotExist) {
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, duckdbPackage)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("npm install %s into %s: %w\n%s", duckdbPackage, dir, err, out)
+		}
+	}
+	script := filepath.Join(dir, "compact.mjs")
+	return script, os.WriteFile(script, duckdbScript, 0o644)
+}
+
+func (b *bench) runCase(dir string, c benchCase) error {
+	// Every tool rewrites the same table, restored from its pristine copy
+	// before each run but the first; DuckDB reads the pristine copy and
+	// commits nothing.
+	d := filepath.Join(dir, "table")
+	start := time.Now()
+	generated, err := prepare(b.ctx, d, c.opt)
+	if err != nil {
+		return err
+	}
+	want, err := measureTable(b.ctx, d)
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, want.files,
+			float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
+	}
+	tables := map[string]string{toolMaintainer: d, toolBefore: d, toolCLI: d}
+	var duckParts [][]string
+	if b.uses(toolDuckDB) {
+		// Listed before the maintainer compacts its table: the input files,
+		// read from the pristine copy, which nothing changes.
+		var err error
+		if duckParts, err = partitionFiles(b.ctx, tables[toolMaintainer]); err != nil {
+			return err
+		}
+	}
+	runs := map[string]func(string) (measure, error){
+		toolMaintainer: func(d string) (measure, error) { return b.runMaintainer(b.maintainer, d) },
+		toolBefore:     func(d string) (measure, error) { return b.runMaintainer(b.before, d) },
+		toolCLI:        b.runCLI,
+		toolDuckDB:     func(string) (measure, error) { return b.runDuckDB(dir, duckParts, want) },
+	}
 	results := map[string][]measure{}
-	for round := range *rounds {
-		for i := range order {
-			tool := order[(i+round)%len(order)]
-			if round > 0 {
-				if _, err := prepare(ctx, tables[tool], opt); err != nil {
+	fresh := true // the table has not been rewritten since it was prepared
+	for round := range b.rounds {
+		for i := range b.tools {
+			tool := b.tools[(i+round)%len(b.tools)]
+			d := tables[tool]
+			if d != "" && !fresh {
+				if _, err := prepare(b.ctx, d, c.opt); err != nil {
 					return err
 				}
 			}
-			m, err := runs[tool]()
+			fresh = fresh && d == ""
+			m, err := runs[tool](d)
 			if err != nil {
 				return err
 			}
-			// Check every result row for row.
-			st, err := measureTable(ctx, tables[tool])
-			if err != nil {
-				return err
+			if d != "" {
+				st, err := measureTable(b.ctx, d)
+				if err != nil {
+					return err
+				}
+				if st.rows != want.rows || st.sum != want.sum {
+					return fmt.Errorf("%s changed the rows: %d rows, checksum %x; want %d, %x", tool, st.rows, st.sum, want.rows, want.sum)
+				}
+				m.filesAfter = st.files
 			}
-			m.rowsOK = st.rows == want.rows && st.sum == want.sum
-			m.filesAfter = st.files
 			results[tool] = append(results[tool], m)
-			if !m.rowsOK {
-				return fmt.Errorf("%s changed the rows", tool)
-			}
 		}
 	}
+	b.report(c, want, results)
+	return nil
+}
 
-	if *mEnv != "" {
-		fmt.Printf("maintainer environment: %s\n", *mEnv)
-	}
-	fmt.Printf("input: %d single-file appends, %d day partitions, %.1f MB of zstd Parquet, %d rows; target %s; %d rounds\n",
-		*appends, *parts, float64(want.bytes)/1e6, want.rows, *target, *rounds)
-	fmt.Printf("%-16s %5s %8s %8s %8s %10s %11s %s\n", "tool", "round", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
-	for _, tool := range order {
+func (b *bench) report(c benchCase, want tableStats, results map[string][]measure) {
+	mb := float64(want.bytes) / 1e6
+	fmt.Printf("\n== %s: %s: %d files, %.1f MB of zstd Parquet (%.1f KB a file), %d rows; target %d MiB; max_concurrent_groups %d; %d rounds\n",
+		c.name, c.what, want.files, mb, mb*1e3/float64(max(want.files, 1)), want.rows, b.target>>20, b.groups, b.rounds)
+	fmt.Printf("%-18s %5s %8s %8s %8s %10s %11s %s\n", "tool", "round", "wall s", "MB/s", "CPU s", "peak MiB", "files after", "rows")
+	for _, tool := range b.tools {
 		for i, r := range results[tool] {
-			fmt.Printf("%-16s %5d %8.2f %8.1f %8.2f %10.0f %11d unchanged\n", tool, i+1, r.wall.Seconds(),
-				float64(want.bytes)/1e6/r.wall.Seconds(), r.cpu.Seconds(), float64(r.maxRSS)/(1<<20), r.filesAfter)
+			fmt.Printf("%-18s %5d %8.2f %8.1f %8.2f %10.0f %11d unchanged\n", tool, i+1, r.wall.Seconds(),
+				mb/r.wall.Seconds(), r.cpu.Seconds(), float64(r.maxRSS)/(1<<20), r.filesAfter)
 		}
 	}
 	fmt.Println("medians:")
 	med := map[string]measure{}
-	for _, tool := range order {
+	for _, tool := range b.tools {
 		m := median(results[tool])
 		med[tool] = m
-		fmt.Printf("%-16s %5s %8.2f %8.1f %8.2f %10.0f\n", tool, "", m.wall.Seconds(),
-			float64(want.bytes)/1e6/m.wall.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/(1<<20))
+		fmt.Printf("%-18s %5s %8.2f %8.1f %8.2f %10.0f\n", tool, "", m.wall.Seconds(), mb/m.wall.Seconds(), m.cpu.Seconds(), float64(m.maxRSS)/(1<<20))
 	}
-	if len(order) == 2 {
-		fmt.Printf("throughput ratio maintainer / CLI (medians): %.2f; per round:", med[order[1]].wall.Seconds()/med[order[0]].wall.Seconds())
-		for i := range results[order[0]] {
-			fmt.Printf(" %.2f", results[order[1]][i].wall.Seconds()/results[order[0]][i].wall.Seconds())
+	if !b.uses(toolMaintainer) {
+		return
+	}
+	// Ratios of the same round: the tools ran one after the other, so a
+	// slow spell of a shared machine weighs on both.
+	for _, other := range b.tools {
+		if other == toolMaintainer {
+			continue
+		}
+		fmt.Printf("wall %s / maintainer (medians): %.2f; per round:", other, med[other].wall.Seconds()/med[toolMaintainer].wall.Seconds())
+		for i := range results[toolMaintainer] {
+			fmt.Printf(" %.2f", results[other][i].wall.Seconds()/results[toolMaintainer][i].wall.Seconds())
 		}
 		fmt.Println()
 	}
-	return nil
+}
+
+func (b *bench) runMaintainer(bin, d string) (measure, error) {
+	cfgPath := filepath.Join(d, "maintainer.yaml")
+	const block = "  compact:\n    enabled: true\n"
+	cfg := strings.ReplaceAll(string(config.DefaultYAML()), "${DEMO_DIR}", d)
+	if !strings.Contains(cfg, block) {
+		return measure{}, fmt.Errorf("the embedded default config has no %q block to extend", block)
+	}
+	cfg = strings.Replace(cfg, block, block+fmt.Sprintf("    target_file_size: %d\n    max_concurrent_groups: %d\n", b.target, b.groups), 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return measure{}, err
+	}
+	return measureRun(b.ctx, toolMaintainer, b.env, bin, "run", "--config", cfgPath, "--task", "compact", "--log-level", "warn")
+}
+
+// runCLI runs iceberg-go's CLI on the tool's copy of the table.
+func (b *bench) runCLI(d string) (measure, error) {
+	return measureRun(b.ctx, toolCLI, nil, b.cli, "--catalog", "sql", "--catalog-name", "default",
+		"--uri", "file:"+filepath.Join(d, "catalog.db"), "--warehouse", gen.FileURI(filepath.Join(d, "warehouse")),
+		"--sql-driver", "sqliteshim", "--sql-dialect", "sqlite",
+		"compact", "run", "demo.events", "--target-file-size", fmt.Sprint(b.target))
+}
+
+// runDuckDB rewrites the files of each partition with DuckDB into a folder
+// of its own under dir, checks the rows it wrote and removes them.
+func (b *bench) runDuckDB(dir string, byPart [][]string, want tableStats) (measure, error) {
+	out := filepath.Join(dir, "duckdb-out")
+	if err := os.RemoveAll(out); err != nil {
+		return measure{}, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return measure{}, err
+	}
+	type partition struct {
+		Files []string `json:"files"`
+		Out   string   `json:"out"`
+	}
+	var plan struct {
+		Partitions []partition `json:"partitions"`
+	}
+	for i, files := range byPart {
+		plan.Partitions = append(plan.Partitions, partition{Files: files, Out: filepath.Join(out, fmt.Sprint(i))})
+	}
+	raw, err := json.Marshal(plan)
+	if err != nil {
+		return measure{}, err
+	}
+	planPath := filepath.Join(dir, "duckdb-plan.json")
+	if err := os.WriteFile(planPath, raw, 0o644); err != nil {
+		return measure{}, err
+	}
+	var stdout strings.Builder
+	m, err := measureRunOut(b.ctx, toolDuckDB, nil, &stdout, "node", b.duckdb, planPath)
+	if err != nil {
+		return m, err
+	}
+	var res struct{ Rows []int64 }
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		return m, fmt.Errorf("DuckDB's answer %q: %w", stdout.String(), err)
+	}
+	var rows int64
+	for _, n := range res.Rows {
+		rows += n
+	}
+	if rows != want.rows {
+		return m, fmt.Errorf("DuckDB wrote %d rows of %d", rows, want.rows)
+	}
+	err = filepath.WalkDir(out, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			m.filesAfter++
+		}
+		return err
+	})
+	if err != nil {
+		return m, err
+	}
+	return m, os.RemoveAll(out)
+}
+
+// partitionFiles lists the data files of the table in folder d, by
+// partition, as paths into its pristine copy d.orig.
+func partitionFiles(ctx context.Context, d string) ([][]string, error) {
+	cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	var out [][]string
+	for _, t := range tasks {
+		key := fmt.Sprint(t.File.Partition())
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, nil)
+		}
+		path := strings.TrimPrefix(t.File.FilePath(), "file://")
+		rel, err := filepath.Rel(d, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("data file %s is not in the table's folder %s", path, d)
+		}
+		out[i] = append(out[i], filepath.Join(d+".orig", rel))
+	}
+	return out, nil
 }
 
 // prepare restores table folder d from its pristine copy d.orig, or
@@ -205,6 +449,9 @@ func prepare(ctx context.Context, d string, opt gen.Options) (bool, error) {
 			return false, fmt.Errorf("restore %s: %w: %s", d, err, out)
 		}
 		return false, nil
+	}
+	if err := os.RemoveAll(d); err != nil {
+		return false, err
 	}
 	cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(d, "catalog.db"), filepath.Join(d, "warehouse"))
 	if err != nil {
@@ -263,10 +510,20 @@ func median(ms []measure) measure {
 }
 
 func measureRun(ctx context.Context, name string, env []string, path string, args ...string) (measure, error) {
+	return measureRunOut(ctx, name, env, nil, path, args...)
+}
+
+// measureRunOut runs a tool's process and measures its wall time, CPU
+// time (its own and its waited-for children's, as wait4 reports them) and
+// peak RSS. Its standard output goes to stdout when not nil.
+func measureRunOut(ctx context.Context, name string, env []string, stdout io.Writer, path string, args ...string) (measure, error) {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return measure{}, fmt.Errorf("%s: %w", name, err)
@@ -283,7 +540,7 @@ func measureRun(ctx context.Context, name string, env []string, path string, arg
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return measure{tool: name, wall: wall, cpu: cpu, maxRSS: hwm}, nil
+	return measure{wall: wall, cpu: cpu, maxRSS: hwm}, nil
 }
 
 func build(ctx context.Context, dir, out, pkg string) error {
