@@ -40,7 +40,7 @@ func (g *globals) serve(ctx context.Context) error {
 	sc.MaxConcurrentTables = e.cfg.Scheduler.MaxConcurrentTables
 	sc.ShutdownGrace = e.cfg.Scheduler.ShutdownGrace
 	sc.HealthInterval = e.cfg.Metrics.HealthInterval
-	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Metrics: e.metrics, Logger: e.log})
+	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Metrics: e.metrics, Logger: e.log, Assist: e.svc.assist})
 	if err != nil {
 		return usageError{err}
 	}

@@ -25,6 +25,9 @@ type services struct {
 	state   trigger.Store
 	backend string
 	close   func()
+	// assist is the board where replicas ask each other to help compact a
+	// large table (Redis only: one process has nobody to ask).
+	assist *maintenance.AssistBoard
 }
 
 func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
@@ -48,6 +51,7 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		}
 		s.locker = rl
 		s.state = trigger.NewKVStore(rl, prefix, catalog)
+		s.assist = maintenance.NewAssistBoard(rl, prefix+":assist:"+catalog, cfg.Lock.TTL, nil)
 		s.close = func() {
 			if err := rl.Close(); err != nil {
 				log.Warn("close redis connections", "err", err)

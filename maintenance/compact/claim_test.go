@@ -10,7 +10,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 
-	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/lock/memlock"
 )
@@ -40,34 +40,41 @@ func sharedConfig() Config {
 }
 
 // compactionSnapshots counts the compaction commits of the table's history
-// and the input files they replaced, by path: a file replaced twice would
-// mean a group committed twice.
+// and the input files they replaced, by path.
 func compactionSnapshots(t *testing.T, f *fixture) (commits int, replaced map[string]int) {
 	t.Helper()
-	tbl := f.reload(t)
-	fs := mustFS(t, tbl)
-	replaced = map[string]int{}
-	for _, s := range tbl.Metadata().Snapshots() {
-		if s.Summary == nil || s.Summary.Properties[tableprops.SummaryOperation] != "compact" {
-			continue
-		}
-		commits++
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range mans {
-			for e, err := range m.Entries(fs, false) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if e.SnapshotID() == s.SnapshotID && e.Status() == iceberg.EntryStatusDELETED {
-					replaced[e.DataFile().FilePath()]++
-				}
-			}
-		}
+	commits, replaced, err := testenv.CompactionHistory(t.Context(), f.reload(t))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return commits, replaced
+}
+
+// expectLive fails the test unless every input file of g is still live.
+func expectLive(t *testing.T, f *fixture, g Group, what string) {
+	t.Helper()
+	live := map[string]bool{}
+	for _, df := range liveDataFiles(t, f.reload(t)) {
+		live[df.FilePath()] = true
+	}
+	for _, tk := range g.tasks {
+		if !live[tk.File.FilePath()] {
+			t.Errorf("%s of the %s partition was rewritten", tk.File.FilePath(), what)
+		}
+	}
+}
+
+// sharedTable is a table of three partitions of five small files, and the
+// plan of its compaction, one group per partition.
+func sharedTable(t *testing.T) (*fixture, Config, *Plan) {
+	t.Helper()
+	f := newTable(t, 15, 50, 3)
+	cfg := sharedConfig()
+	plan, err := PlanTable(t.Context(), f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, cfg, plan
 }
 
 // Two runs planned from one snapshot share the table: the second starts
@@ -133,12 +140,7 @@ func TestTwoRunsOnOneTableTakeDisjointPartitions(t *testing.T) {
 // stay live, and the run does not fail.
 func TestHeldPartitionIsSkipped(t *testing.T) {
 	ctx := context.Background()
-	f := newTable(t, 15, 50, 3)
-	cfg := sharedConfig()
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, cfg, plan := sharedTable(t)
 	l := memlock.New()
 	held := plan.Groups[0]
 	if _, err := l.TryLock(ctx, claimKey(held.key), time.Minute); err != nil {
@@ -151,15 +153,7 @@ func TestHeldPartitionIsSkipped(t *testing.T) {
 	if res.GroupsCommitted != 2 || res.GroupsClaimedElsewhere != 1 || len(res.GroupsFailed) != 0 {
 		t.Fatalf("result %+v, want 2 committed and 1 left", res)
 	}
-	live := map[string]bool{}
-	for _, df := range liveDataFiles(t, f.reload(t)) {
-		live[df.FilePath()] = true
-	}
-	for _, tk := range held.tasks {
-		if !live[tk.File.FilePath()] {
-			t.Errorf("%s of the held partition was rewritten", tk.File.FilePath())
-		}
-	}
+	expectLive(t, f, held, "held")
 }
 
 // fakeClaim is a claim the test loses on purpose, as a lease whose
@@ -210,12 +204,7 @@ func (f *fakeClaimer) of(partition string) *fakeClaim {
 // other groups still land.
 func TestLostClaimStopsItsGroupBeforeCommit(t *testing.T) {
 	ctx := context.Background()
-	f := newTable(t, 15, 50, 3)
-	cfg := sharedConfig()
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, cfg, plan := sharedTable(t)
 	before := parquetFiles(t, f.dir)
 	victim := plan.Groups[1]
 	claimer := &fakeClaimer{claims: map[string]*fakeClaim{}}
@@ -233,15 +222,7 @@ func TestLostClaimStopsItsGroupBeforeCommit(t *testing.T) {
 	if res.GroupsCommitted != 2 || len(res.GroupsFailed) != 1 || res.GroupsFailed[0].Partition != victim.Partition {
 		t.Fatalf("result %+v, want 2 committed and %s failed", res, victim.Partition)
 	}
-	live := map[string]bool{}
-	for _, df := range liveDataFiles(t, f.reload(t)) {
-		live[df.FilePath()] = true
-	}
-	for _, tk := range victim.tasks {
-		if !live[tk.File.FilePath()] {
-			t.Errorf("%s of the lost partition was replaced", tk.File.FilePath())
-		}
-	}
+	expectLive(t, f, victim, "lost")
 	if after := parquetFiles(t, f.dir); len(after) != len(before)+res.FilesWritten {
 		t.Errorf("%d parquet files on disk, want the %d before and the %d committed: the lost group's are left",
 			len(after), len(before), res.FilesWritten)
@@ -279,12 +260,7 @@ func (g *recordingGate) in() bool {
 
 func TestCommitsHappenInsideTheGate(t *testing.T) {
 	ctx := context.Background()
-	f := newTable(t, 15, 50, 3)
-	cfg := sharedConfig()
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, cfg, plan := sharedTable(t)
 	gate := &recordingGate{}
 	outside := 0
 	hook := hookCommits(t, f, func(int) error {
@@ -301,11 +277,7 @@ func TestCommitsHappenInsideTheGate(t *testing.T) {
 		t.Fatalf("%d commits, gate entered %d times, %d commits outside it", len(res.Commits), gate.entered, outside)
 	}
 
-	f2 := newTable(t, 15, 50, 3)
-	plan2, err := PlanTable(ctx, f2.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f2, _, plan2 := sharedTable(t)
 	before := parquetFiles(t, f2.dir)
 	busy := &recordingGate{fail: fmt.Errorf("table lease: %w", lock.ErrBusy)}
 	res, err = Execute(ctx, f2.cat, f2.tbl, plan2, cfg, Options{Gate: busy})
