@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
@@ -80,7 +81,9 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 	if req.shared {
 		name := strings.Join(tbl.Identifier(), ".")
 		opts.RunID = uuid.NewString()
-		opts.Claims = partitionLeases{r: r, key: r.lockKey(name)}
+		prog := &backfillProgress{planned: rep.PartitionsPlanned}
+		reportProgress(ctx, prog.String)
+		opts.Claims = partitionLeases{r: r, key: r.lockKey(name), prog: prog}
 		opts.Gate = commitGate{r: r, key: r.lockKey(name), wait: cfg.CommitLeaseWait}
 		if r.assist != nil && cfg.AssistMinPartitions > 0 && rep.PartitionsPlanned >= cfg.AssistMinPartitions {
 			host, _ := os.Hostname()
@@ -123,8 +126,21 @@ func plannedPartitions(plan *compact.Plan) int {
 // partitionLeases claims a table's partitions with leases of the table's
 // locker: <table lease key>:part:<hash of the spec id and partition>.
 type partitionLeases struct {
-	r   *Runner
-	key string
+	r    *Runner
+	key  string
+	prog *backfillProgress // nil: not counted
+}
+
+// backfillProgress counts a shared compaction's partition claims as they
+// happen, for /v1/status.
+type backfillProgress struct {
+	planned            int
+	claimed, elsewhere atomic.Int64
+}
+
+func (p *backfillProgress) String() string {
+	return fmt.Sprintf("%d partitions claimed here, %d held by other replicas, of %d planned",
+		p.claimed.Load(), p.elsewhere.Load(), p.planned)
 }
 
 func (p partitionLeases) Claim(ctx context.Context, partition string) (compact.Claim, error) {
@@ -133,10 +149,16 @@ func (p partitionLeases) Claim(ctx context.Context, partition string) (compact.C
 	opts.Wait = 0 // busy: another replica has it, go on with the rest
 	le, err := lock.Acquire(ctx, p.r.locker, p.key+":part:"+hex.EncodeToString(sum[:8]), opts)
 	if errors.Is(err, lock.ErrBusy) {
+		if p.prog != nil {
+			p.prog.elsewhere.Add(1)
+		}
 		return nil, fmt.Errorf("%w: %w", compact.ErrClaimed, err)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.prog != nil {
+		p.prog.claimed.Add(1)
 	}
 	return le, nil
 }

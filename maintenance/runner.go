@@ -276,10 +276,11 @@ func (r *Runner) list(ctx context.Context, keep func(ident string) bool) ([]tabl
 // state and the metrics.
 //
 // A compaction with compact.group_leases gives the table's lease back once
-// the table is loaded and runs on partition leases, taking the table's lease
-// only around its commits, so other replicas can compact the table at the
-// same time; the later tasks then take the table's lease again for their
-// whole run, as expiry and orphan removal must.
+// the table is loaded (or, finding it busy, goes on without it) and runs on
+// partition leases, taking the table's lease only around its commits, so
+// other replicas can compact the table at the same time; the later tasks
+// then take the table's lease again for their whole run, as expiry and
+// orphan removal must.
 func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome {
 	name := strings.Join(ident, ".")
 	tasks := req.Tasks
@@ -298,22 +299,35 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		return out
 	}
 	lease, busy := r.takeLease(ctx, name, tasks, req)
+	var tbl *table.Table
+	var pol Policy
 	if lease == nil {
-		out = busy
-		return out
-	}
-	tbl, pol, err := r.load(lease.Context(), ident, name)
-	if err != nil {
-		out = stopped(lease.Context(), failAll(name, tasks, err))
+		// A shared compaction holds the table's lease only around its
+		// commits: the holder may be one of them, and this compaction can
+		// join it (its own commits wait for the lease).
+		if !slices.Contains(tasks, TaskCompact) || busy[0].Status != StatusBusy {
+			out = busy
+			return out
+		}
+		var err error
+		if tbl, pol, err = r.load(ctx, ident, name); err != nil || !pol.Compact.GroupLeases {
+			out = busy
+			return out
+		}
+	} else {
+		var err error
+		if tbl, pol, err = r.load(lease.Context(), ident, name); err != nil {
+			out = stopped(lease.Context(), failAll(name, tasks, err))
+			r.giveLease(ctx, name, lease)
+			return out
+		}
+		if !slices.Contains(tasks, TaskCompact) || !pol.Compact.GroupLeases {
+			out = stopped(lease.Context(), r.runLoaded(lease.Context(), ident, name, tbl, pol, tasks, req))
+			r.giveLease(ctx, name, lease)
+			return out
+		}
 		r.giveLease(ctx, name, lease)
-		return out
 	}
-	if !slices.Contains(tasks, TaskCompact) || !pol.Compact.GroupLeases {
-		out = stopped(lease.Context(), r.runLoaded(lease.Context(), ident, name, tbl, pol, tasks, req))
-		r.giveLease(ctx, name, lease)
-		return out
-	}
-	r.giveLease(ctx, name, lease)
 	shared := req
 	shared.shared = true
 	out = stopped(ctx, r.runLoaded(ctx, ident, name, tbl, pol, []string{TaskCompact}, shared))

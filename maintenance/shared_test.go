@@ -90,10 +90,20 @@ func TestSharedCompactionCommitWaitsForExpiry(t *testing.T) {
 			return
 		}
 		ev.add("expiry holds the table")
-		time.AfterFunc(300*time.Millisecond, func() {
-			ev.add("expiry done")
-			_ = h.Release(context.Background())
-		})
+		// The expiry ends once the compaction is seen waiting for its
+		// commit, which /v1/status shows with how far it came.
+		go func() {
+			defer func() { ev.add("expiry done"); _ = h.Release(context.Background()) }()
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if rs := r.Running(); len(rs) == 1 && strings.Contains(rs[0].WaitingOn, "the table's lease for a commit") {
+					if want := "1 partitions claimed here, 0 held by other replicas, of 1 planned"; rs[0].Progress != want {
+						t.Errorf("progress %q while the commit waits; want %q", rs[0].Progress, want)
+					}
+					return
+				}
+			}
+			t.Error("the compaction was never seen waiting for the table's lease")
+		}()
 	}
 	o := one(t, r.RunTable(t.Context(), e.opt.Identifier(), Request{Tasks: []string{TaskCompact}, Force: true}), TaskCompact)
 	if o.Status != StatusSucceeded || o.Compact.GroupsCommitted != 1 {
@@ -137,5 +147,33 @@ func TestSharedCompactionSkipsLeasedPartition(t *testing.T) {
 	}
 	if e.current(t).SnapshotID != before {
 		t.Error("a partition leased elsewhere was compacted")
+	}
+}
+
+// A table's lease held by someone else (another replica's commit, here) does
+// not keep a shared compaction from starting: it plans and rewrites, and
+// only its commit waits for the lease.
+func TestSharedCompactionJoinsWhileTheTableLeaseIsHeld(t *testing.T) {
+	e := newEnv(t, 6)
+	e.policy.Compact.GroupLeases = true
+	e.policy.Compact.CommitLeaseWait = time.Minute
+	locker := memlock.New()
+	r := e.runner(t, locker, nil)
+	h, err := locker.TryLock(t.Context(), r.lockKey(tableName), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer func() { _ = h.Release(context.Background()) }()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if rs := r.Running(); len(rs) == 1 && strings.Contains(rs[0].WaitingOn, "the table's lease for a commit") {
+				return
+			}
+		}
+		t.Error("the compaction was never seen waiting for its commit")
+	}()
+	o := one(t, r.RunTable(t.Context(), e.opt.Identifier(), Request{Tasks: []string{TaskCompact}, Force: true}), TaskCompact)
+	if o.Status != StatusSucceeded || o.Compact.GroupsCommitted != 1 {
+		t.Fatalf("compaction beside a held table lease: %+v", o)
 	}
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
-// ErrClaimed: another replica has claimed the partition of a group; the group
-// is left to it (Result.GroupsClaimedElsewhere), which is not a failure.
+// ErrClaimed: another replica has claimed the partition of a group, or
+// compacted it since this run's plan; the group is left to it
+// (Result.GroupsClaimedElsewhere), which is not a failure.
 var ErrClaimed = errors.New("partition claimed by another replica")
 
 // Claimer keeps several replicas that compact one table at once apart: a
@@ -41,8 +42,8 @@ type Claim interface {
 	Release(ctx context.Context) error
 }
 
-// CommitGate is entered around each commit attempt: replicas that share a
-// table hold its lease only for their commits, so expiry and orphan removal,
+// CommitGate is entered around the commit attempts of each batch: replicas
+// that share a table hold its lease only for their commits, so expiry and orphan removal,
 // which hold it for their whole run, never overlap a commit.
 type CommitGate interface {
 	// Enter blocks until the commit may go ahead; it returns the context
@@ -70,7 +71,11 @@ type heldClaim struct {
 func (cs *claims) take(ctx context.Context, g *Group) (Claim, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if h := cs.held[g.key]; h != nil && h.claim.Lost() == nil {
+	if h := cs.held[g.key]; h != nil {
+		if lost := h.claim.Lost(); lost != nil {
+			// Another replica may hold the partition now.
+			return nil, fmt.Errorf("the claim was lost: %w", lost)
+		}
 		h.refs++
 		cs.by[g] = g.key
 		return h.claim, nil
