@@ -348,25 +348,9 @@ func (d *decoder) decode(path string, at position, n ast.Node, v reflect.Value) 
 		}
 		return ok
 	}
-	if reflect.PointerTo(v.Type()).Implements(textUnmarshalerType) || v.Type() == durationType {
+	if isText(v.Type()) {
 		text, ok := d.scalar(path, at, n, v.Type())
-		if !ok {
-			return false
-		}
-		if v.Type() == durationType {
-			dur, err := ParseDuration(text)
-			if err != nil {
-				d.problem(at, path, "%v", err)
-				return false
-			}
-			v.SetInt(int64(dur))
-			return true
-		}
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(text)); err != nil {
-			d.problem(at, path, "%v", err)
-			return false
-		}
-		return true
+		return ok && d.decodeText(path, at, text, v)
 	}
 	switch {
 	case v.Kind() == reflect.Struct, v.Type() == taskSetType:
@@ -379,8 +363,34 @@ func (d *decoder) decode(path string, at position, n ast.Node, v reflect.Value) 
 		return d.decodeSlice(path, at, n, v)
 	}
 	text, ok := d.scalar(path, at, n, v.Type())
-	if !ok {
-		return false
+	return ok && d.decodeText(path, at, text, v)
+}
+
+// isText reports whether a type parses itself from text (Size) or is a
+// duration, rather than being a struct, map or plain kind.
+func isText(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(textUnmarshalerType) || t == durationType
+}
+
+// decodeText parses a scalar's text into v (settable, not a pointer): the
+// one place where a value's text becomes a duration, a Size, a bool or a
+// number, for the YAML file and for table properties alike.
+func (d *decoder) decodeText(path string, at position, text string, v reflect.Value) bool {
+	if v.Type() == durationType {
+		dur, err := ParseDuration(text)
+		if err != nil {
+			d.problem(at, path, "%v", err)
+			return false
+		}
+		v.SetInt(int64(dur))
+		return true
+	}
+	if isText(v.Type()) {
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(text)); err != nil {
+			d.problem(at, path, "%v", err)
+			return false
+		}
+		return true
 	}
 	switch v.Kind() {
 	case reflect.String:

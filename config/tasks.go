@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,13 @@ type Resolved struct {
 	// Warnings name table properties that were ignored because they do not
 	// parse or are out of range; the caller logs them.
 	Warnings []string
+	// Settings by task name: the values not at their built-in defaults,
+	// with where each came from.
+	Settings map[string][]maintenance.Setting
+	// Invalid by task name: the table's maintainer.* properties for the
+	// task that cannot be honoured (ErrTableProperty). That task's other
+	// fields hold the settings without the table's maintainer.* properties.
+	Invalid map[string]error
 }
 
 // PropTargetFileSize is the table property used for target_file_size when
@@ -135,9 +143,11 @@ func newTask[C any](key string, defaults func() C, validate func(C) error, store
 // the part a block holds (nil when absent), block the task's block of a
 // layer (nil when absent).
 func newSpec[C, T any](key string, get func(*Block[C]) *T, block func(TaskSet) *Block[C], defaults func() T, validate func(T) error, store func(*Resolved, T)) taskSpec {
+	task, _, _ := strings.Cut(key, ".")
 	return taskSpec{
-		key: key,
-		typ: reflect.TypeFor[T](),
+		key:  key,
+		task: task,
+		typ:  reflect.TypeFor[T](),
 		part: func(ts TaskSet) (reflect.Value, bool) {
 			if b := block(ts); b != nil {
 				if p := get(b); p != nil {
@@ -196,8 +206,9 @@ func TaskBlocks() []TaskBlock {
 // taskSpec is one Config resolved field by field through the layers: a
 // task's own or its trigger's.
 type taskSpec struct {
-	key string       // where its keys sit in a layer: "compact", "compact.trigger"
-	typ reflect.Type // the Config type
+	key  string       // where its keys sit in a layer: "compact", "compact.trigger"
+	task string       // the task's key: "compact"
+	typ  reflect.Type // the Config type
 	// part returns a pointer to the Config a layer's block holds, if the
 	// layer has that block.
 	part     func(TaskSet) (reflect.Value, bool)
@@ -425,7 +436,14 @@ func (c *Config) layersFor(ident string) []layer {
 //     compact target_file_size); a property that does not parse or would
 //     make the settings invalid is ignored and named in Resolved.Warnings;
 //  3. the defaults block;
-//  4. each tables[] entry whose match matches ident, in file order.
+//  4. each tables[] entry whose match matches ident, in file order;
+//  5. the table's maintainer.<task>.<key> properties
+//     (maintainer.compact.enabled, maintainer.compact.trigger.interval),
+//     parsed as the YAML values are. A task with one that does not parse,
+//     names no key, or that the task's validation refuses (a safety floor:
+//     orphans min_age below 24h) keeps the settings of 1-4 and is named in
+//     Resolved.Invalid with every such property; the runner fails that task
+//     on that table.
 //
 // Load has validated defaults alone and defaults with each override; when
 // two overrides that match the same table combine into invalid settings,
@@ -439,8 +457,11 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 	if specs == nil { // a Config not made by Parse: the built-in tasks
 		specs = specsOf(tasks)
 	}
+	used := map[string]bool{}
+	invalid := map[string][]error{}
 	for _, t := range specs {
 		cfg := t.resolve(layers, c.isSet)
+		fellBack := map[string]string{}
 		for _, fb := range t.fallbacks {
 			raw, ok := props[fb.prop]
 			if !ok || c.anySets(t, layers, fb.field) {
@@ -454,17 +475,39 @@ func (c *Config) ForTable(ident string, props map[string]string) (Resolved, erro
 			trial := reflect.New(cfg.Elem().Type())
 			trial.Elem().Set(cfg.Elem())
 			t.setField(trial, fb.field, val)
-			before, after := t.validate(cfg), t.validate(trial)
-			if fp, worse := newProblem(before, after); worse {
+			if fps := newProblems(t.validate(cfg), t.validate(trial)); len(fps) > 0 {
+				fp := fps[0]
 				r.Warnings = append(r.Warnings, fmt.Sprintf("table property %s=%q ignored: %s %s (got %s)", fb.prop, raw, fp.field, fp.msg, t.formatValue(fp.field, fp.value)))
 				continue
 			}
 			cfg = trial
+			fellBack[fb.field] = fb.prop
 		}
 		for _, fp := range t.validate(cfg) {
 			ps.list = append(ps.list, c.locate(c.Path, t, layers, c.isSet, "", fp, " (resolving table "+ident+")"))
 		}
+		withProps, set, errs := t.overrides(cfg, props, used)
+		if len(errs) == 0 {
+			errs = t.refused(cfg, withProps, set, props)
+		}
+		if len(errs) == 0 {
+			cfg = withProps
+		} else {
+			invalid[t.task] = append(invalid[t.task], errs...)
+			set = nil
+		}
+		if s := t.settings(cfg, layers, c.isSet, fellBack, set); len(s) > 0 {
+			setIn(&r.Settings, t.task, append(r.Settings[t.task], s...))
+		}
 		t.store(&r, cfg)
+	}
+	unknown := unknownProps(specs, props, used)
+	for _, task := range taskKeys(specs) {
+		// A property that names no task could be any task's: each fails.
+		errs := slices.Concat(invalid[task], unknown[task], unknown[""])
+		if len(errs) > 0 {
+			setIn(&r.Invalid, task, fmt.Errorf("table %s: %w", ident, joinErrors(errs)))
+		}
 	}
 	return r, ps.err()
 }
@@ -476,21 +519,4 @@ func (c *Config) anySets(t taskSpec, layers []layer, key string) bool {
 		}
 	}
 	return false
-}
-
-// newProblem returns a problem of after that before does not have.
-func newProblem(before, after []fieldProblem) (fieldProblem, bool) {
-	seen := map[string]int{}
-	for _, fp := range before {
-		seen[fp.field+"\x00"+fp.msg]++
-	}
-	for _, fp := range after {
-		k := fp.field + "\x00" + fp.msg
-		if seen[k] > 0 {
-			seen[k]--
-			continue
-		}
-		return fp, true
-	}
-	return fieldProblem{}, false
 }

@@ -45,6 +45,9 @@ type CompactReport struct {
 	PartitionsPlanned      int `json:"partitions_planned"`
 	GroupsCommitted        int `json:"groups_committed"`
 	GroupsClaimedElsewhere int `json:"groups_claimed_elsewhere"`
+	// Where is the row filter that chose the files, relative dates
+	// resolved; empty when compaction looked at every file.
+	Where string `json:"where,omitempty"`
 }
 
 func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Config, req Request) Outcome {
@@ -60,6 +63,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 		PartitionsPlanned: plannedPartitions(plan),
 	}
 	rep.Groups, rep.Partitions = nonNil(rep.Groups), nonNil(rep.Partitions)
+	rep.Where = cfg.Where
 	for _, d := range plan.DeadDeletes {
 		rep.DeadDeletes = append(rep.DeadDeletes, d.FilePath())
 	}

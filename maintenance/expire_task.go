@@ -24,6 +24,10 @@ type ExpireReport struct {
 	FilesPlanned    int                      `json:"files_planned"`
 	BytesPlanned    int64                    `json:"bytes_planned"`
 	FilesBlocked    string                   `json:"files_blocked,omitempty"`
+	// RemovedSchemas and RemovedSpecs are the schema and partition spec
+	// ids the plan removes (clean_expired_metadata).
+	RemovedSchemas []int `json:"removed_schemas,omitempty"`
+	RemovedSpecs   []int `json:"removed_specs,omitempty"`
 	// FilesToRetry counts the files earlier runs failed to delete, which
 	// this run retries before planning.
 	FilesToRetry int                 `json:"files_to_retry"`
@@ -127,6 +131,7 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 	}
 	rep.Policy, rep.SnapshotsBefore, rep.Expired, rep.RemovedRefs = plan.Policy, plan.SnapshotsBefore, nonNil(plan.Expired), nonNil(plan.RemovedRefs)
 	rep.FilesPlanned, rep.BytesPlanned, rep.FilesBlocked = len(plan.Files), plan.FileBytes(), plan.FilesBlocked
+	rep.RemovedSchemas, rep.RemovedSpecs = plan.RemovedSchemas, plan.RemovedSpecs
 	summary := fmt.Sprintf("%d of %d snapshots (retain last %d, max age %s), %d refs, %d files (%s)",
 		len(plan.Expired), plan.SnapshotsBefore, plan.Policy.RetainLast, plan.Policy.MaxSnapshotAge,
 		len(plan.RemovedRefs), len(plan.Files), HumanBytes(plan.FileBytes()))

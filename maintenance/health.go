@@ -53,6 +53,14 @@ type TaskState struct {
 	LastAttempt time.Time `json:"last_attempt,omitzero"` // last run whatever its result
 	LastResult  string    `json:"last_result,omitempty"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Settings are the task's values not at their built-in defaults, with
+	// where each came from; InvalidSettings why the table's maintainer.*
+	// properties for the task are refused (the task fails on the table).
+	Settings        []Setting `json:"settings,omitempty"`
+	InvalidSettings string    `json:"invalid_settings,omitempty"`
+	// Window says whether the task's trigger window is open now, and if
+	// not when it opens; empty without a window.
+	Window string `json:"window,omitempty"`
 }
 
 // DeleteFiles counts both kinds of delete files (and deletion vectors).
@@ -76,8 +84,13 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 			h.Error = joinWhy(h.Error, err.Error())
 			continue
 		}
-		h.Tasks = append(h.Tasks, TaskState{Task: task, LastRun: st.LastRun, LastAttempt: st.LastAttempt,
-			LastResult: st.LastResult, LastError: st.LastError})
+		ts := TaskState{Task: task, LastRun: st.LastRun, LastAttempt: st.LastAttempt,
+			LastResult: st.LastResult, LastError: st.LastError, Settings: pol.Settings[task],
+			Window: trigger.WindowStatus(pol.Triggers[task], r.now())}
+		if err := pol.Invalid[task]; err != nil {
+			ts.InvalidSettings = err.Error()
+		}
+		h.Tasks = append(h.Tasks, ts)
 	}
 	return h
 }

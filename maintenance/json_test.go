@@ -40,6 +40,11 @@ func TestOutputDocumentsFollowTheConventions(t *testing.T) {
 	e := newEnv(t, 6)
 	e.policy.Expire.Enabled, e.policy.Orphans.Enabled = true, true
 	e.policy.Expire.RetainLast, e.policy.Expire.MaxSnapshotAge = 1, time.Hour
+	target := int64(256 << 20)
+	e.policy.Settings = map[string][]Setting{TaskCompact: {
+		{Key: "compact.target_file_size", Value: "256MiB", Bytes: &target, Source: "table property maintainer.compact.target_file_size"},
+		{Key: "compact.trigger.interval", Value: "2d", Source: "config tables[0]"},
+	}}
 	// Four days on, an unreferenced file is older than the orphans' min_age.
 	now := time.Now().Add(96 * time.Hour)
 	loc := strings.TrimPrefix(e.tbl.Location(), "file://")

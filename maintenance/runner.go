@@ -56,6 +56,15 @@ type Policy struct {
 	Triggers map[string]trigger.Config
 	// Limits by task; a task without them has DefaultTaskLimits.
 	Limits map[string]TaskLimits
+	// Settings by task: the values not at their built-in defaults and
+	// where each came from, for plan and status.
+	Settings map[string][]Setting
+	// Invalid by task: why the table's maintainer.* properties for the
+	// task cannot be honoured. Such a task fails on the table with this
+	// error and does nothing; the task's other fields hold the settings
+	// without the table's properties (its trigger still decides when the
+	// failure is reported again).
+	Invalid map[string]error
 }
 
 // Runner runs maintenance passes over the tables of one catalog.
@@ -169,6 +178,10 @@ type Request struct {
 	Manual bool
 	DryRun bool   // plan only
 	Why    string // why the pass was requested, for logs and outcomes
+	// Where scopes compaction to the files that may hold matching rows, on
+	// top of the config's compact.where (both must hold); relative dates
+	// resolve when the table's pass starts. Empty: the config's alone.
+	Where string
 	// state is the running task's trigger state as loaded before it ran
 	// (set by runTask): what an earlier run left it to do.
 	state trigger.State
@@ -192,7 +205,10 @@ type Outcome struct {
 	Compact *CompactReport `json:"compact,omitempty"`
 	Expire  *ExpireReport  `json:"expire,omitempty"`
 	Orphans *OrphansReport `json:"orphans,omitempty"`
-	failure error
+	// Settings are the task's effective values that are not built-in
+	// defaults, with their sources; plan only.
+	Settings []Setting `json:"settings,omitempty"`
+	failure  error
 	// ran: the task did its work (succeeded, or its plan found nothing to
 	// do), so its trigger counters start again.
 	ran bool
@@ -392,6 +408,9 @@ func stopped(ctx context.Context, out []Outcome) []Outcome {
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
 	tbl, pol, err := r.load(ctx, ident, name)
+	if err == nil && slices.Contains(tasks, TaskCompact) {
+		pol, err = r.scope(pol, name, req)
+	}
 	if err != nil {
 		return failAll(name, tasks, err)
 	}
@@ -421,6 +440,9 @@ func (r *Runner) runLoaded(ctx context.Context, ident table.Identifier, name str
 			}
 		}
 		o.Table, o.Task = name, task.Name
+		if req.DryRun {
+			o.Settings = pol.Settings[task.Name]
+		}
 		o.Seconds = r.now().Sub(start).Seconds()
 		if o.failure != nil {
 			o.Error = o.failure.Error()
@@ -440,8 +462,18 @@ func (r *Runner) runLoaded(ctx context.Context, ident table.Identifier, name str
 // runTask decides whether one task is due, runs it, and records the result
 // in the trigger state (not on dry runs, not when cancelled).
 func (r *Runner) runTask(ctx context.Context, tbl *table.Table, name string, task Task, pol Policy, req Request, start time.Time) Outcome {
-	if !task.Enabled(pol) {
-		return Outcome{Status: StatusSkipped, Reason: task.disabled}
+	if !pol.runs(task) {
+		return Outcome{Status: StatusSkipped, Reason: pol.disabledReason(task)}
+	}
+	if err := pol.Invalid[task.Name]; err != nil {
+		if req.DryRun {
+			return Outcome{Status: StatusFailed, failure: err} // plan says why, due or not
+		}
+		// The trigger still decides when, and the failure is recorded like
+		// any other, so serve reports it once per rate limit, not per poll.
+		task.run = func(context.Context, *Runner, *table.Table, Policy, Request) Outcome {
+			return Outcome{Status: StatusFailed, failure: err}
+		}
 	}
 	if ctx.Err() != nil {
 		// Shutdown or a lost lease: start nothing more.
@@ -484,7 +516,9 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 	req.state = st
 	o := overran(task.run(tctx, r, tbl, pol, req), tctx)
 	o.Trigger = why
-	o.ran = o.Status == StatusSucceeded || o.Status == StatusNotDue
+	// A scoped compaction looked at part of the table: the writers'
+	// commits elsewhere still count toward the next unscoped run.
+	o.ran = (o.Status == StatusSucceeded || o.Status == StatusNotDue) && (req.Where == "" || task.Name != TaskCompact)
 	cancelled := o.failure != nil && ctx.Err() != nil
 	if req.DryRun || o.Status == StatusSkipped || (cancelled && o.keep == nil) {
 		return o
@@ -504,11 +538,11 @@ func (r *Runner) runBounded(ctx, tctx context.Context, tbl *table.Table, name st
 }
 
 // decide applies a task's trigger. A manual request replaces the thresholds
-// but keeps the rate limit.
+// but keeps the rate limit and the window.
 func (r *Runner) decide(ctx context.Context, tbl *table.Table, task string, pol Policy, st trigger.State, manual bool, now time.Time) (trigger.Decision, error) {
 	cfg := pol.Triggers[task]
 	if manual {
-		cfg = trigger.Config{RateLimit: cfg.RateLimit}
+		cfg = trigger.Config{RateLimit: cfg.RateLimit, Window: cfg.Window}
 	}
 	d, err := trigger.Evaluate(ctx, tbl, st, cfg, now)
 	if err != nil {
@@ -566,7 +600,7 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 	var due, reasons []string
 	now := r.now()
 	for _, task := range Tasks() {
-		if !task.Enabled(pol) {
+		if !pol.runs(task) {
 			continue
 		}
 		st, err := r.state.Load(ctx, name, task.Name)
@@ -586,8 +620,9 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 }
 
 // HeldUntil loads a table and returns, for each of its enabled tasks among
-// tasks (all when empty) that the task's rate_limit holds back now, when the
-// limit lets a requested (manual) run of it go ahead. It takes no lease.
+// tasks (all when empty) that the task's rate_limit or window holds back
+// now, when both let a requested (manual) run of it go ahead. It takes no
+// lease.
 func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
 	name := strings.Join(ident, ".")
 	_, pol, err := r.load(ctx, ident, name)
@@ -597,14 +632,14 @@ func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []
 	held := map[string]time.Time{}
 	now := r.now()
 	for _, task := range Tasks() {
-		if !task.Enabled(pol) || (len(tasks) > 0 && !slices.Contains(tasks, task.Name)) {
+		if !pol.runs(task) || (len(tasks) > 0 && !slices.Contains(tasks, task.Name)) {
 			continue
 		}
 		st, err := r.state.Load(ctx, name, task.Name)
 		if err != nil {
 			return nil, fmt.Errorf("trigger state of %s %s: %w", name, task.Name, err)
 		}
-		if until := trigger.HeldUntil(pol.Triggers[task.Name], st); now.Before(until) {
+		if until := trigger.NextAllowed(pol.Triggers[task.Name], st, now); now.Before(until) {
 			held[task.Name] = until
 		}
 	}

@@ -105,6 +105,10 @@ type TableRequest struct {
 	// the run is manual (thresholds skipped, rate limit kept).
 	Force  bool
 	Source string // e.g. "http", "alertmanager": the source of the trigger metric
+	// Where scopes the run's compaction (Request.Where). A scoped request
+	// is queued apart from the table's other requests unless they have the
+	// same where, so neither loses its scope.
+	Where string
 }
 
 // States of an Enqueued: when the requested run will happen.
@@ -163,7 +167,7 @@ type Scheduler struct {
 
 	mu          sync.Mutex
 	known       map[string]table.Identifier // managed tables at the last poll
-	queue       []*QueuedTable              // FIFO; at most one entry per table
+	queue       []*QueuedTable              // FIFO; at most one entry per table and where
 	running     map[string]*QueuedTable
 	recent      []RecentRun
 	stopping    bool
@@ -175,7 +179,7 @@ type Scheduler struct {
 	held map[heldKey]*heldEntry
 }
 
-type heldKey struct{ table, task string }
+type heldKey struct{ table, task, where string }
 
 // heldEntry is a requested task the rate limit holds back; it is queued at
 // until, the latest end any request for it was told.
@@ -199,7 +203,10 @@ type QueuedTable struct {
 	// BusyRetries counts re-queues of a requested run that found the
 	// table leased by another maintainer.
 	BusyRetries int `json:"busy_retries,omitempty"`
-	ident       table.Identifier
+	// Where scopes the entry's compaction; a table may have one entry per
+	// where, run one after another.
+	Where string `json:"where,omitempty"`
+	ident table.Identifier
 }
 
 // maxBusyRetries bounds how often a requested run (HTTP, alert) that found
@@ -388,13 +395,19 @@ func (s *Scheduler) add(name string, ident table.Identifier, tasks []string, rea
 	return s.addLocked(name, ident, tasks, reason, source, force, manual)
 }
 
-// addLocked is add with s.mu held. A task queued now is no longer held: the
-// run it waited for happens now (a poll found it due, or it was forced).
+// addLocked is add with s.mu held, unscoped.
 func (s *Scheduler) addLocked(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool) (*QueuedTable, bool) {
+	return s.addScopedLocked(name, ident, tasks, reason, source, force, manual, "")
+}
+
+// addScopedLocked queues tasks of a table with a where, or merges them into
+// the table's entry of the same where. A task queued now is no longer held:
+// the run it waited for happens now (a poll found it due, or it was forced).
+func (s *Scheduler) addScopedLocked(name string, ident table.Identifier, tasks []string, reason, source string, force, manual bool, where string) (*QueuedTable, bool) {
 	for _, t := range mergeTasks(nil, tasks) {
-		delete(s.held, heldKey{name, t})
+		delete(s.held, heldKey{name, t, where})
 	}
-	if i := slices.IndexFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name }); i >= 0 {
+	if i := slices.IndexFunc(s.queue, func(e *QueuedTable) bool { return e.Table == name && e.Where == where }); i >= 0 {
 		e := s.queue[i]
 		e.Tasks = mergeTasks(e.Tasks, tasks)
 		if reason != "" && !slices.Contains(e.Reasons, reason) {
@@ -407,7 +420,7 @@ func (s *Scheduler) addLocked(name string, ident table.Identifier, tasks []strin
 		return e, true
 	}
 	e := &QueuedTable{Table: name, ident: ident, Tasks: mergeTasks(nil, tasks), Sources: []string{source},
-		Force: force, Manual: manual, QueuedAt: s.now()}
+		Force: force, Manual: manual, QueuedAt: s.now(), Where: where}
 	if reason != "" {
 		e.Reasons = []string{reason}
 	}
@@ -475,7 +488,7 @@ func (s *Scheduler) worker(ctx, workCtx context.Context) {
 		why := strings.Join(e.Reasons, "; ")
 		log := s.log.With("table", e.Table)
 		log.Info("maintaining", "tasks", strings.Join(e.Tasks, ","), "reason", why)
-		outs := s.r.RunTable(workCtx, e.ident, Request{Tasks: e.Tasks, Force: e.Force, Manual: e.Manual, Why: why})
+		outs := s.r.RunTable(workCtx, e.ident, Request{Tasks: e.Tasks, Force: e.Force, Manual: e.Manual, Why: why, Where: e.Where})
 		now := s.now()
 		for _, o := range outs {
 			attrs := []any{"task", o.Task, "status", o.Status, "reason", o.Reason, "seconds", o.Seconds}
@@ -529,7 +542,7 @@ func (s *Scheduler) requeueBusy(e *QueuedTable) {
 	// queued, and must see its retry count.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, _ := s.addLocked(e.Table, e.ident, e.Tasks, strings.Join(e.Reasons, "; "), e.Sources[0], e.Force, e.Manual)
+	q, _ := s.addScopedLocked(e.Table, e.ident, e.Tasks, strings.Join(e.Reasons, "; "), e.Sources[0], e.Force, e.Manual, e.Where)
 	q.BusyRetries = max(q.BusyRetries, e.BusyRetries+1)
 }
 
@@ -542,6 +555,10 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 		if _, ok := LookupTask(t); !ok {
 			return Enqueued{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownTask, t, strings.Join(TaskNames(), ", "))
 		}
+	}
+	req.Where = strings.TrimSpace(req.Where)
+	if err := CheckScope(req.Tasks, req.Where); err != nil {
+		return Enqueued{}, err
 	}
 	s.mu.Lock()
 	ident, ok := s.known[req.Table]
@@ -579,10 +596,12 @@ func (s *Scheduler) Enqueue(ctx context.Context, req TableRequest) (Enqueued, er
 	out := Enqueued{Table: req.Table, Tasks: []string{}, State: EnqueueHeld, Held: []HeldTask{}}
 	for _, t := range held {
 		out.Held = append(out.Held, HeldTask{Task: t, Until: until[t]})
-		s.hold(heldKey{req.Table, t}, &heldEntry{ident: ident, until: until[t], reason: reason, source: req.Source})
+		s.hold(heldKey{req.Table, t, req.Where}, &heldEntry{ident: ident, until: until[t], reason: reason, source: req.Source})
 	}
 	if len(ready) > 0 {
-		e, dup := s.add(req.Table, ident, ready, reason, req.Source, req.Force, !req.Force)
+		s.mu.Lock()
+		e, dup := s.addScopedLocked(req.Table, ident, ready, reason, req.Source, req.Force, !req.Force, req.Where)
+		s.mu.Unlock()
 		out.Duplicate, out.State = dup, EnqueueQueued
 		if dup {
 			out.State = EnqueueMerged
@@ -625,7 +644,7 @@ func (s *Scheduler) armHeld(k heldKey, at time.Time) {
 			return
 		}
 		delete(s.held, k)
-		s.addLocked(k.table, e.ident, []string{k.task}, e.reason, e.source, false, true)
+		s.addScopedLocked(k.table, e.ident, []string{k.task}, e.reason, e.source, false, true, k.where)
 	})
 }
 
@@ -668,6 +687,7 @@ type HeldRequest struct {
 	HeldUntil time.Time `json:"held_until"`
 	Reason    string    `json:"reason,omitempty"`
 	Source    string    `json:"source"`
+	Where     string    `json:"where,omitempty"`
 }
 
 // Status returns a copy of the queue, the running tables and the recent
@@ -678,7 +698,7 @@ func (s *Scheduler) Status() Status {
 	st := Status{Tables: len(s.known), LastPoll: s.lastPoll, LastPollErr: s.lastPollErr, Stopping: s.stopping,
 		Queue: []QueuedTable{}, Running: []QueuedTable{}, RunningTasks: s.r.Running(), Held: []HeldRequest{}, Recent: slices.Clone(s.recent)}
 	for k, e := range s.held {
-		st.Held = append(st.Held, HeldRequest{Table: k.table, Task: k.task, HeldUntil: e.until, Reason: e.reason, Source: e.source})
+		st.Held = append(st.Held, HeldRequest{Table: k.table, Task: k.task, HeldUntil: e.until, Reason: e.reason, Source: e.source, Where: k.where})
 	}
 	slices.SortFunc(st.Held, func(a, b HeldRequest) int {
 		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Task, b.Task))

@@ -289,8 +289,8 @@ func TestHeldTaskMovesToTheLaterEnd(t *testing.T) {
 	ident := s.known[tableName]
 	start := time.Now()
 	first, later := start.Add(50*time.Millisecond), start.Add(400*time.Millisecond)
-	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: first, reason: "alert X", source: "alertmanager"})
-	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: later, reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskCompact, ""}, &heldEntry{ident: ident, until: first, reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskCompact, ""}, &heldEntry{ident: ident, until: later, reason: "alert X", source: "alertmanager"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if q := s.Status().Queue; len(q) == 1 {
@@ -316,8 +316,8 @@ func TestQueuedTaskIsNoLongerHeld(t *testing.T) {
 	s := newScheduler(t, e.runner(t, memlock.New(), nil), time.Second)
 	s.poll(t.Context())
 	ident := s.known[tableName]
-	s.hold(heldKey{tableName, TaskCompact}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
-	s.hold(heldKey{tableName, TaskExpire}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskCompact, ""}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
+	s.hold(heldKey{tableName, TaskExpire, ""}, &heldEntry{ident: ident, until: time.Now().Add(time.Hour), reason: "alert X", source: "alertmanager"})
 	s.add(tableName, ident, []string{TaskCompact}, "forced", "http", true, false)
 	h := s.Status().Held
 	if len(h) != 1 || h[0].Task != TaskExpire {

@@ -12,7 +12,7 @@
 //
 // Endpoints:
 //
-//	POST /v1/trigger       one Request as JSON; 202 {"queued": [Enqueued]}: when the run happens
+//	POST /v1/trigger       one Request as JSON (where scopes compaction); 202 {"queued": [Enqueued]}: when the run happens
 //	POST /v1/alertmanager  Alertmanager webhook (version "4"); 202 {"queued": [...]}
 //	GET  /v1/status        Queue.Status() as JSON (queue, running tables and tasks, held, recent)
 //	GET  /metrics          Prometheus exposition of Deps.Gatherer
@@ -61,6 +61,9 @@ var (
 	ErrUnknownTable = errors.New("unknown table")
 	ErrUnknownTask  = errors.New("unknown task")
 	ErrStopping     = errors.New("shutting down")
+	// ErrBadRequest: the queue refuses the request as it stands (a where
+	// on tasks it does not scope); answered 400.
+	ErrBadRequest = errors.New("bad request")
 )
 
 // Sources of a Request, also the values of the source metric label.
@@ -74,8 +77,13 @@ type Request struct {
 	Table  string   `json:"table"`           // "ns.table" (dotted)
 	Tasks  []string `json:"tasks,omitempty"` // some of Deps.Tasks; empty = all
 	Reason string   `json:"reason,omitempty"`
-	// Force skips the trigger thresholds and the rate limit.
+	// Force skips the trigger thresholds, the rate limit and the window.
 	Force bool `json:"force,omitempty"`
+	// Where scopes compaction to the files that may hold matching rows,
+	// in the syntax of compact.where (relative dates allowed, resolved when
+	// the run starts), on top of the config's where. A bad filter is
+	// answered 400 and nothing is queued.
+	Where string `json:"where,omitempty"`
 	// Source is set by the server ("http" or "alertmanager"), never by the
 	// client, so metrics and logs cannot be spoofed.
 	Source string `json:"-"`
@@ -85,8 +93,8 @@ type Request struct {
 const (
 	StateQueued = "queued" // a new queue entry, at Position
 	StateMerged = "merged" // merged into the table's queued entry
-	// StateHeld: every task asked for is held by its rate_limit and is
-	// queued when the limit ends (Held).
+	// StateHeld: every task asked for is held by its rate_limit or
+	// window and is queued when both let it run (Held).
 	StateHeld = "held"
 )
 
@@ -104,8 +112,8 @@ type Enqueued struct {
 	// Position is the table's place in the queue, 1 starting next; 0 when
 	// nothing is queued now or a worker took it already.
 	Position int `json:"position"`
-	// Held are the tasks asked for that their rate_limit holds back (never
-	// on a forced request), each queued at its until time.
+	// Held are the tasks asked for that their rate_limit or window holds
+	// back (never on a forced request), each queued at its until time.
 	Held []Held `json:"held"`
 }
 

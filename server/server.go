@@ -399,7 +399,7 @@ func enqueueMessage(table string, err error) string {
 // enqueueStatus maps a Queue error to an HTTP status and a trigger result.
 func enqueueStatus(err error) (int, string) {
 	switch {
-	case errors.Is(err, ErrUnknownTable), errors.Is(err, ErrUnknownTask):
+	case errors.Is(err, ErrUnknownTable), errors.Is(err, ErrUnknownTask), errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest, resultRejected
 	case errors.Is(err, ErrStopping), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, resultError

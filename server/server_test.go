@@ -244,6 +244,35 @@ func TestTrigger(t *testing.T) {
 			result:    resultRejected,
 		},
 		{
+			name:     "where, trimmed, with a relative date kept as written",
+			body:     `{"table": "sales.orders", "tasks": ["compact"], "where": "  dt = current_date - 1 "}`,
+			wantCode: http.StatusAccepted,
+			wantReq:  &Request{Table: "sales.orders", Tasks: []string{"compact"}, Where: "dt = current_date - 1", Source: SourceHTTP},
+			result:   resultQueued,
+		},
+		{
+			name:      "bad where names the problem, nothing queued",
+			body:      `{"table": "sales.orders", "where": "dt = current_date -"}`,
+			wantCode:  http.StatusBadRequest,
+			wantInErr: []string{`field "where": expected a number of days or INTERVAL after "-" at position 20, got end of input`},
+			result:    resultRejected,
+		},
+		{
+			name:      "where that is no filter",
+			body:      `{"table": "sales.orders", "where": "dt"}`,
+			wantCode:  http.StatusBadRequest,
+			wantInErr: []string{`field "where": expected a comparison operator`},
+			result:    resultRejected,
+		},
+		{
+			name:      "queue refuses the scope",
+			body:      `{"table": "sales.orders", "tasks": ["expire"], "where": "dt = current_date - 1"}`,
+			queueErr:  fmt.Errorf("where scopes compaction only: %w", ErrBadRequest),
+			wantCode:  http.StatusBadRequest,
+			wantInErr: []string{"where scopes compaction only"},
+			result:    resultRejected,
+		},
+		{
 			name:      "queue stopping",
 			body:      `{"table": "sales.orders"}`,
 			queueErr:  fmt.Errorf("enqueue: %w", ErrStopping),
@@ -300,7 +329,8 @@ func TestTrigger(t *testing.T) {
 }
 
 func reqEqual(a, b Request) bool {
-	return a.Table == b.Table && slices.Equal(a.Tasks, b.Tasks) && a.Reason == b.Reason && a.Force == b.Force && a.Source == b.Source
+	return a.Table == b.Table && slices.Equal(a.Tasks, b.Tasks) && a.Reason == b.Reason && a.Force == b.Force && a.Source == b.Source &&
+		a.Where == b.Where
 }
 
 func TestTriggerDuplicateAndMetrics(t *testing.T) {

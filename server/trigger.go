@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/iceberg-maintainer/maintainer/internal/rowfilter"
 )
 
 // triggerResponse is the 202 body of both trigger endpoints.
@@ -48,6 +50,14 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Tasks = tasks
+	req.Where = strings.TrimSpace(req.Where)
+	if req.Where != "" {
+		if _, err := rowfilter.Parse(req.Where); err != nil {
+			count(resultRejected)
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("field \"where\": %s", strings.TrimPrefix(err.Error(), "where: ")))
+			return
+		}
+	}
 	req.Source = SourceHTTP
 
 	ctx, cancel := context.WithTimeout(r.Context(), enqueueBudget)
@@ -67,7 +77,7 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	}
 	count(enqueueResult(enq))
 	s.log.Info("maintenance requested", "source", SourceHTTP, "table", enq.Table,
-		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "state", enq.State, "held", len(enq.Held))
+		"task", strings.Join(enq.Tasks, ","), "force", req.Force, "where", req.Where, "state", enq.State, "held", len(enq.Held))
 	writeJSON(w, http.StatusAccepted, triggerResponse{Queued: []Enqueued{enq}})
 }
 

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, writeAllo
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	// A flag of another command (plan --force) is an unknown flag here:
+	// A flag of another command (plan --parallel) is an unknown flag here:
 	// name the command it was given to.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%s: %w", commandName(c), err)}
@@ -356,7 +356,8 @@ func policyFunc(cfg *config.Config, log *slog.Logger) func(string, iceberg.Prope
 		if err != nil {
 			return maintenance.Policy{}, err
 		}
-		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits}, nil
+		return maintenance.Policy{Compact: r.Compact, Expire: r.Expire, Orphans: r.Orphans, Triggers: r.Triggers, Limits: r.Limits,
+			Settings: r.Settings, Invalid: r.Invalid}, nil
 	}
 }
 
@@ -484,9 +485,24 @@ func quoteAll(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
+// whereFlagUsage is the help of run's and plan's --where.
+const whereFlagUsage = "scope compaction to the files that may hold rows matching this `filter` (compact.where syntax; " +
+	"relative dates like \"dt = current_date - 1\" resolve in UTC when the table's run starts); ANDed with the config's compact.where"
+
+// scopedRequest is req scoped by --where, which must parse and, with
+// --task, come with compact among the tasks.
+func (g *globals) scopedRequest(req maintenance.Request, where string) (maintenance.Request, error) {
+	req.Where = strings.TrimSpace(where)
+	if err := maintenance.CheckScope(g.tasks, req.Where); err != nil {
+		return req, usageError{fmt.Errorf("--where: %w", err)}
+	}
+	return req, nil
+}
+
 func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 	var force, dryRun bool
 	var parallel int
+	var where string
 	cmd := &cobra.Command{
 		Use:         "run",
 		Short:       "One maintenance pass over the selected tables (for a CronJob)",
@@ -502,25 +518,39 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun}, parallel)
+			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun}, where)
+			if err != nil {
+				return err
+			}
+			return g.runPass(ctx, req, parallel)
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "run the enabled tasks whatever their triggers say")
+	cmd.Flags().BoolVar(&force, "force", false, "run the enabled tasks whatever their triggers (thresholds, rate_limit, window) say")
+	cmd.Flags().StringVar(&where, "where", "", whereFlagUsage)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan only: write nothing")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "tables maintained at once, each under its own lease (output stays in table order)")
 	return cmd
 }
 
 func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	var where string
+	cmd := &cobra.Command{
 		Use:         "plan",
 		Short:       "Show what run would do and why; writes nothing",
 		Annotations: honours(tableCommandFlags...),
 		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return g.runPass(ctx, maintenance.Request{Tasks: g.tasks, DryRun: true}, 1)
+			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: true}, where)
+			if err != nil {
+				return err
+			}
+			return g.runPass(ctx, req, 1)
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "show what run --force would do: the enabled tasks whatever their triggers say")
+	cmd.Flags().StringVar(&where, "where", "", whereFlagUsage)
+	return cmd
 }
 
 // runPass runs req on every selected table, up to parallel tables at once,
@@ -600,9 +630,19 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 	if o.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", o.Error)
 	}
+	for _, s := range o.Settings {
+		fmt.Fprintf(w, "  setting %s = %s (from %s)\n", s.Key, s.Value, s.Source)
+	}
 	if c := o.Compact; c != nil {
+		if c.Where != "" {
+			fmt.Fprintf(w, "  where %s\n", c.Where)
+		}
 		if o.Status == maintenance.StatusPlanned || o.Status == maintenance.StatusNotDue {
-			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), c.TargetSource)
+			src := c.TargetSource
+			if s, ok := settingNamed(o.Settings, "compact.target_file_size"); ok && src != "default" {
+				src = s.Source // which layer of the config, or which property
+			}
+			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), src)
 			for _, gr := range c.Groups {
 				fmt.Fprintf(w, "  rewrite %s: %d files, %s -> ~%d file(s) (%s)\n", gr.Partition, gr.Files,
 					maintenance.HumanBytes(gr.Bytes), gr.EstOutput, gr.Reason)
@@ -634,6 +674,9 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 		for _, ref := range r.RemovedRefs {
 			fmt.Fprintf(w, "  remove %s %s: %s\n", ref.Type, ref.Name, ref.Reason)
+		}
+		if len(r.RemovedSchemas) > 0 || len(r.RemovedSpecs) > 0 {
+			fmt.Fprintf(w, "  remove unused schemas %v, partition specs %v (clean_expired_metadata)\n", r.RemovedSchemas, r.RemovedSpecs)
 		}
 		if r.FilesBlocked != "" {
 			fmt.Fprintf(w, "  no file will be deleted: %s\n", r.FilesBlocked)
@@ -672,6 +715,15 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 		}
 	}
 	return nil
+}
+
+// settingNamed finds the setting of key among settings.
+func settingNamed(settings []maintenance.Setting, key string) (maintenance.Setting, bool) {
+	i := slices.IndexFunc(settings, func(s maintenance.Setting) bool { return s.Key == key })
+	if i < 0 {
+		return maintenance.Setting{}, false
+	}
+	return settings[i], true
 }
 
 func newStatusCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -743,13 +795,24 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 		fmt.Fprintf(w, "  %-19s ", t.Task+" last run")
 		if t.LastAttempt.IsZero() {
 			fmt.Fprintln(w, "never (in this trigger state)")
-			continue
+		} else {
+			fmt.Fprintf(w, "%s, %s", t.LastAttempt.UTC().Format("2006-01-02 15:04:05Z"), t.LastResult)
+			if t.LastError != "" {
+				fmt.Fprintf(w, ": %s", t.LastError)
+			}
+			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s, %s", t.LastAttempt.UTC().Format("2006-01-02 15:04:05Z"), t.LastResult)
-		if t.LastError != "" {
-			fmt.Fprintf(w, ": %s", t.LastError)
+		if t.Window != "" {
+			fmt.Fprintf(w, "  %-19s %s\n", t.Task+" window", t.Window)
 		}
-		fmt.Fprintln(w)
+	}
+	for _, t := range h.Tasks {
+		for _, s := range t.Settings {
+			fmt.Fprintf(w, "  setting %s = %s (from %s)\n", s.Key, s.Value, s.Source)
+		}
+		if t.InvalidSettings != "" {
+			fmt.Fprintf(w, "  %s settings refused: %s\n", t.Task, t.InvalidSettings)
+		}
 	}
 }
 

@@ -21,6 +21,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Time zones of trigger windows and current_date('zone') must load in
+	// images without /usr/share/zoneinfo (scratch).
+	_ "time/tzdata"
 
 	// Catalogs and file systems iceberg-go can reach, registered by import.
 	_ "github.com/apache/iceberg-go/catalog/glue"

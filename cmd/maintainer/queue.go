@@ -24,7 +24,7 @@ var _ server.Queue = schedulerQueue{}
 
 func (q schedulerQueue) Enqueue(ctx context.Context, r server.Request) (server.Enqueued, error) {
 	enq, err := q.s.Enqueue(ctx, maintenance.TableRequest{Table: r.Table, Tasks: r.Tasks, Reason: r.Reason,
-		Force: r.Force, Source: r.Source})
+		Force: r.Force, Source: r.Source, Where: r.Where})
 	if err != nil {
 		return server.Enqueued{}, serverError(err)
 	}
@@ -65,6 +65,7 @@ func serverError(err error) error {
 		{maintenance.ErrUnknownTable, server.ErrUnknownTable},
 		{maintenance.ErrUnknownTask, server.ErrUnknownTask},
 		{maintenance.ErrStopping, server.ErrStopping},
+		{maintenance.ErrBadScope, server.ErrBadRequest},
 	} {
 		if errors.Is(err, m.from) {
 			return classified{err: err, class: m.to}

@@ -169,7 +169,8 @@ func TestTaskOrderEverywhere(t *testing.T) {
 }
 
 // The adapter keeps the scheduler's messages and answers with the statuses
-// serve always gave: 400 for an unknown table or task, 503 when stopping.
+// serve always gave: 400 for an unknown table or task or a where the
+// scheduler refuses, 503 when stopping.
 func TestSchedulerQueueErrors(t *testing.T) {
 	sched, h, _, stop := startScheduler(t)
 	q := schedulerQueue{sched}
@@ -181,6 +182,10 @@ func TestSchedulerQueueErrors(t *testing.T) {
 	code, body := postTrigger(t, h, `{"table": "demo.nope"}`)
 	if want := `unknown table \"demo.nope\": not one of the 1 managed tables of the last poll`; code != http.StatusBadRequest || !strings.Contains(body, want) {
 		t.Errorf("unknown table: %d %s; want 400 with %s", code, body, want)
+	}
+	code, body = postTrigger(t, h, `{"table": "demo.events", "tasks": ["expire"], "where": "dt = current_date - 1"}`)
+	if want := `it scopes compaction only, and the tasks asked for (expire) do not include compact`; code != http.StatusBadRequest || !strings.Contains(body, want) {
+		t.Errorf("where on expire alone: %d %s; want 400 with %s", code, body, want)
 	}
 	stop()
 	for !sched.Stopping() {

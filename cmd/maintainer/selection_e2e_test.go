@@ -25,6 +25,13 @@ func newSmallWarehouse(t *testing.T, names ...string) *genWarehouse {
 // metadataFile is the local path of a table's current metadata file.
 func (w *genWarehouse) metadataFile(t *testing.T, name string) string {
 	t.Helper()
+	return strings.TrimPrefix(w.loadTable(t, name).MetadataLocation(), "file://")
+}
+
+// loadTable loads a table with its own catalog connection, closed before
+// it returns (the table reads its files through its own IO).
+func (w *genWarehouse) loadTable(t *testing.T, name string) *table.Table {
+	t.Helper()
 	cat, err := w.open(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +41,7 @@ func (w *genWarehouse) metadataFile(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimPrefix(tbl.MetadataLocation(), "file://")
+	return tbl
 }
 
 // truncate cuts a file to half its size.

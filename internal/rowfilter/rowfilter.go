@@ -37,6 +37,11 @@ import (
 //	name       := identifier | `back quoted` | "double quoted"
 //	value      := 'string' | integer | decimal | TRUE | FALSE
 //	            | DATE 'yyyy-mm-dd' | TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.f]]][zone]'
+//	            | relative
+//	relative   := (CURRENT_DATE ["(" ['zone'] ")"] | CURRENT_TIMESTAMP ["()"]) { ("+" | "-") amount }
+//	amount     := integer                      (days; CURRENT_DATE only)
+//	            | INTERVAL integer unit | INTERVAL 'integer' unit | INTERVAL 'integer unit'
+//	unit       := SECOND | MINUTE | HOUR | DAY | WEEK | MONTH | YEAR  (or the plural)
 //
 // Strings use single quotes, and a single quote inside a string is written
 // twice. Integers become 64-bit long literals, numbers with a fraction or
@@ -62,30 +67,46 @@ import (
 // Against every other column type such a literal behaves exactly like
 // iceberg.StringLiteral.
 //
+// Relative dates (CURRENT_DATE - 1, CURRENT_TIMESTAMP - INTERVAL 6 HOURS)
+// are resolved when the filter is parsed, in UTC, the zone of Iceberg's day
+// and hour partition transforms: Parse uses the clock, Resolve a given
+// time. CURRENT_DATE is today's date (midnight UTC against a timestamp
+// column) and moves by days, weeks, months or years; CURRENT_DATE('zone')
+// is today's date in that IANA zone, for date columns that hold local
+// dates. CURRENT_TIMESTAMP is the time to the microsecond and moves by any
+// unit. A column named current_date or current_timestamp must be quoted.
+//
 // Errors are *Error values naming the 1-based character position and
 // the offending token, e.g.
 //
 //	where: expected a value after "=" at position 12, got end of input
 func Parse(s string) (iceberg.BooleanExpression, error) {
+	expr, _, err := parse(s, time.Now())
+	return expr, err
+}
+
+// parse parses s with relative dates resolved at now, and returns where
+// each relative date was written and what it resolved to.
+func parse(s string, now time.Time) (iceberg.BooleanExpression, []relSpan, error) {
 	toks, err := lexWhere(s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := &whereParser{src: s, toks: toks}
+	p := &whereParser{src: s, toks: toks, now: now.UTC()}
 	if p.peek().kind == tkEOF {
-		return nil, p.errAt(p.peek(), "empty filter", "")
+		return nil, nil, p.errAt(p.peek(), "empty filter", "")
 	}
 	expr, err := p.parseOr()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t := p.peek(); t.kind != tkEOF {
 		if t.kind == tkRParen {
-			return nil, p.errAt(t, `unbalanced ")"`, "")
+			return nil, nil, p.errAt(t, `unbalanced ")"`, "")
 		}
-		return nil, p.errAt(t, "expected AND, OR or end of input", "")
+		return nil, nil, p.errAt(t, "expected AND, OR or end of input", "")
 	}
-	return expr, nil
+	return expr, p.rel, nil
 }
 
 // Error is a syntax error in a where filter.
@@ -135,6 +156,7 @@ const (
 	tkRParen
 	tkComma
 	tkDot
+	tkSign // + or - not starting a number: date arithmetic
 )
 
 type token struct {
@@ -229,6 +251,8 @@ func lexWhere(s string) ([]token, error) {
 				return nil, whereErr(s, start, s[start:end], "malformed number", "")
 			}
 			tok, i = token{kind: tkNumber, text: s[start:end]}, end
+		case c == '-' || c == '+':
+			tok, i = token{kind: tkSign, text: string(c)}, i+1
 		case c == '.':
 			tok, i = token{kind: tkDot, text: "."}, i+1
 		default:
@@ -322,6 +346,7 @@ func scanNumber(s string, start int) (end int, ok bool) {
 var reservedWords = map[string]bool{
 	"AND": true, "OR": true, "NOT": true, "IS": true, "NULL": true, "IN": true,
 	"BETWEEN": true, "LIKE": true, "TRUE": true, "FALSE": true,
+	"CURRENT_DATE": true, "CURRENT_TIMESTAMP": true,
 }
 
 // maxWhereDepth bounds nesting of parentheses and NOT, so a hostile filter
@@ -333,6 +358,8 @@ type whereParser struct {
 	toks  []token
 	i     int
 	depth int
+	now   time.Time // what relative dates resolve against, in UTC
+	rel   []relSpan // the relative dates parsed, in source order
 }
 
 func (p *whereParser) peek() token { return p.toks[p.i] }
@@ -442,7 +469,7 @@ func (p *whereParser) parsePrimary() (iceberg.BooleanExpression, error) {
 		}
 		return iceberg.AlwaysFalse{}, nil
 	case t.kind == tkString, t.kind == tkNumber, isKeyword(t, "TRUE"), isKeyword(t, "FALSE"),
-		p.isTypedLiteral():
+		p.isTypedLiteral(), isRelative(t):
 		return p.parseValueFirst()
 	case t.kind == tkQIdent, t.kind == tkIdent && !reservedWords[strings.ToUpper(t.text)]:
 		col, err := p.parseColumn()
@@ -606,6 +633,8 @@ func (p *whereParser) parseValue(after token) (iceberg.Literal, error) {
 				p.next()
 				return p.typedLiteral(t, s)
 			}
+		case "CURRENT_DATE", "CURRENT_TIMESTAMP":
+			return p.parseRelative(t)
 		}
 		hint := "comparing two columns is not supported"
 		if reservedWords[strings.ToUpper(t.text)] {

@@ -276,7 +276,7 @@ func TestParseWhereErrors(t *testing.T) {
 		{"a = 1.2.3", `where: malformed number at position 5, got "1.2.3"`},
 		{"a # 1", `where: unexpected character at position 3, got "#"`},
 		{"a ! 1", `where: unexpected character, "!" must be followed by "=" at position 3, got "!"`},
-		{"a = - 1", `where: unexpected character at position 5, got "-"`},
+		{"a = - 1", `where: expected a value after "=" at position 5, got "-"`},
 		{"5 = 6", `where: expected a column name after "=" at position 5, got "6" (a condition must compare a column with a value)`},
 		{"5 IS NULL", `where: expected a comparison operator after the value at position 3, got "IS"`},
 		{"5", `where: expected a comparison operator after the value at position 2, got end of input`},

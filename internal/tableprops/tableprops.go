@@ -29,3 +29,8 @@ const (
 	SummaryRunID     = "maintainer.run-id"    // the run that made the commit
 	SummaryBatch     = "maintainer.batch"     // the batch of groups within the run
 )
+
+// OverridePrefix starts the table properties that override the
+// maintainer's config for the one table: maintainer.<task>.<key>, as
+// maintainer.compact.enabled=false or maintainer.compact.trigger.interval=12h.
+const OverridePrefix = "maintainer."

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -70,12 +71,23 @@ type Config struct {
 	DeleteConcurrency int `yaml:"delete_concurrency"`
 	// CommitRetries bounds re-load, re-plan and re-commit after a conflict.
 	CommitRetries int `yaml:"commit_retries"`
+	// CleanExpiredMetadata also removes, in the commit that expires
+	// snapshots, the schemas and partition specs that no retained snapshot
+	// uses (Spark's and Flink's clean_expired_metadata): never the current
+	// schema or the default spec, a schema a retained snapshot names, or a
+	// spec a retained snapshot's manifest was written with.
+	CleanExpiredMetadata bool `yaml:"clean_expired_metadata"`
+	// DeleteBatchSize is how many files one delete request carries (one S3
+	// DeleteObjects call); smaller for stores that take fewer keys or
+	// throttle large requests. At most objstore.MaxDeleteBatch, S3's limit;
+	// 0 = that limit.
+	DeleteBatchSize int `yaml:"delete_batch_size"`
 }
 
 // DefaultConfig returns the production defaults: everything derived from the
 // table, as Spark and Flink do.
 func DefaultConfig() Config {
-	return Config{Enabled: true, DeleteConcurrency: 8, CommitRetries: 4}
+	return Config{Enabled: true, DeleteConcurrency: 8, CommitRetries: 4, DeleteBatchSize: objstore.MaxDeleteBatch}
 }
 
 // Validate reports every problem at once; it never changes c.
@@ -100,7 +112,18 @@ func (c Config) Validate() error {
 	if c.CommitRetries < 0 || c.CommitRetries > 100 {
 		v.Add("commit_retries", c.CommitRetries, "must be between 0 and 100")
 	}
+	if c.DeleteBatchSize < 0 || c.DeleteBatchSize > objstore.MaxDeleteBatch {
+		v.Add("delete_batch_size", c.DeleteBatchSize, fmt.Sprintf("must be between 1 and %d (the most keys one S3 DeleteObjects request takes)", objstore.MaxDeleteBatch))
+	}
 	return v.Err()
+}
+
+// batchSize is DeleteBatchSize with 0 read as S3's limit.
+func (c Config) batchSize() int {
+	if c.DeleteBatchSize == 0 {
+		return objstore.MaxDeleteBatch
+	}
+	return c.DeleteBatchSize
 }
 
 // Sources of an effective setting, as Policy reports them.

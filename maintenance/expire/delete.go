@@ -24,19 +24,14 @@ type Deleter interface {
 // retry (RetryDeletes).
 var ErrDeleteFailed = errors.New("files could not be deleted")
 
-const (
-	// deleteBatch is how many paths one Delete call gets: the most keys
-	// one S3 DeleteObjects request takes.
-	deleteBatch = 1000
-	// maxListedFailures bounds Result.DeleteFailures; FilesFailed counts all.
-	maxListedFailures = 1000
-)
+// maxListedFailures bounds Result.DeleteFailures; FilesFailed counts all.
+const maxListedFailures = 1000
 
-// deleteFiles removes files in batches of deleteBatch, concurrency batches
-// at a time. A cancelled ctx stops before the next batch; the files of the
+// deleteFiles removes files in batches of batch files (one Delete call
+// each, Config.DeleteBatchSize), concurrency batches at a time. A cancelled ctx stops before the next batch; the files of the
 // batches not sent count as failed, so that they are retried. It returns
 // the paths that failed, all of them.
-func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, res *Result, log *slog.Logger) []string {
+func deleteFiles(ctx context.Context, d Deleter, files []File, batch, concurrency int, res *Result, log *slog.Logger) []string {
 	var mu sync.Mutex
 	var failed []string
 	record := func(batch []File, deleted []string, errs map[string]error) {
@@ -73,24 +68,24 @@ func deleteFiles(ctx context.Context, d Deleter, files []File, concurrency int, 
 	}
 	batches := make(chan []File)
 	var wg sync.WaitGroup
-	for range min(concurrency, (len(files)+deleteBatch-1)/deleteBatch) {
+	for range min(concurrency, (len(files)+batch-1)/batch) {
 		wg.Go(func() {
-			for batch := range batches {
+			for chunk := range batches {
 				if ctx.Err() != nil { // sent as the run was cancelled
-					record(batch, nil, notAttempted(ctx, batch))
+					record(chunk, nil, notAttempted(ctx, chunk))
 					continue
 				}
-				paths := make([]string, len(batch))
-				for i, f := range batch {
+				paths := make([]string, len(chunk))
+				for i, f := range chunk {
 					paths[i] = f.Path
 				}
 				deleted, errs := d.Delete(ctx, paths)
-				record(batch, deleted, errs)
+				record(chunk, deleted, errs)
 			}
 		})
 	}
 	sent := 0
-	for chunk := range slices.Chunk(files, deleteBatch) {
+	for chunk := range slices.Chunk(files, batch) {
 		if ctx.Err() != nil {
 			break
 		}

@@ -68,6 +68,10 @@ type Result struct {
 	RefsRemoved        []string `json:"refs_removed,omitempty"`
 	RefsRestored       []string `json:"refs_restored,omitempty"`
 	RefsLost           []string `json:"refs_lost,omitempty"`
+	// SchemasRemoved and SpecsRemoved are the ids the commit removed
+	// (clean_expired_metadata).
+	SchemasRemoved []int `json:"schemas_removed,omitempty"`
+	SpecsRemoved   []int `json:"specs_removed,omitempty"`
 	// Deleted counts files and bytes deleted, by kind.
 	Deleted map[FileKind]Count `json:"deleted"`
 	// FilesKept are planned files the fresh metadata references again; they
@@ -198,11 +202,12 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	res.Committed = true
 	res.ExpiredSnapshotIDs = cur.ExpiredIDs()
+	res.SchemasRemoved, res.SpecsRemoved = cur.RemovedSchemas, cur.RemovedSpecs
 	for _, r := range cur.RemovedRefs {
 		res.RefsRemoved = append(res.RefsRemoved, r.Name)
 	}
 	log.Info("snapshots expired", "snapshots", len(res.ExpiredSnapshotIDs), "refs_removed", len(res.RefsRemoved),
-		"metadata", res.MetadataLocation)
+		"schemas_removed", len(res.SchemasRemoved), "specs_removed", len(res.SpecsRemoved), "metadata", res.MetadataLocation)
 
 	// From here on the planned files' snapshots are gone: a run that stops
 	// before deleting them keeps them all to retry (RetryDeletes checks them
@@ -260,7 +265,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	if res.FilesKept > 0 {
 		log.Warn("planned files are referenced again; kept", "files", res.FilesKept)
 	}
-	res.failed = deleteFiles(ctx, opts.Deleter, deletable, cfg.DeleteConcurrency, res, log)
+	res.failed = deleteFiles(ctx, opts.Deleter, deletable, cfg.batchSize(), cfg.DeleteConcurrency, res, log)
 	log.Info("files deleted", "files", res.FilesDeleted(), "bytes", res.BytesDeleted(), "failed", res.FilesFailed)
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("expire %s: stopped while deleting files: %w", name, context.Cause(ctx))
@@ -289,6 +294,13 @@ func updates(p *Plan) []table.Update {
 		// postCommit=false: iceberg-go's own file cleanup must never run.
 		ups = append(ups, table.NewRemoveSnapshotsUpdate(p.ExpiredIDs(), false))
 	}
+	// After the snapshots: the schemas and specs are unused once they go.
+	if len(p.RemovedSpecs) > 0 {
+		ups = append(ups, table.NewRemoveSpecUpdate(p.RemovedSpecs))
+	}
+	if len(p.RemovedSchemas) > 0 {
+		ups = append(ups, table.NewRemoveSchemasUpdate(p.RemovedSchemas))
+	}
 	return ups
 }
 
@@ -297,6 +309,13 @@ func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 	for _, name := range slices.Sorted(maps.Keys(p.Refs)) {
 		id := p.Refs[name]
 		reqs = append(reqs, table.AssertRefSnapshotID(name, &id))
+	}
+	// A schema or spec made current meanwhile may be one planned unused.
+	if len(p.RemovedSchemas) > 0 {
+		reqs = append(reqs, table.AssertCurrentSchemaID(p.currentSchema))
+	}
+	if len(p.RemovedSpecs) > 0 {
+		reqs = append(reqs, table.AssertDefaultSpecID(p.defaultSpec))
 	}
 	return append(reqs, own)
 }

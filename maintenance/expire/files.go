@@ -36,8 +36,9 @@ const readConcurrency = 8
 // committed while the snapshots that stay cannot be read. A bad manifest
 // list or manifest of an expiring snapshot (missing, truncated, corrupt)
 // does not stop the snapshots from expiring, but blocks every delete
-// (FilesBlocked); an error reaching the store fails the plan.
-func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[int64]bool, p *Plan) error {
+// (FilesBlocked); an error reaching the store fails the plan. A non-nil
+// specs collects the partition spec ids of the retained manifests.
+func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[int64]bool, p *Plan, specs map[int32]bool) error {
 	expired := make(map[int64]bool, len(p.Expired))
 	for _, e := range p.Expired {
 		expired[e.SnapshotID] = true
@@ -57,12 +58,25 @@ func planFiles(ctx context.Context, fs iceio.IO, meta table.Metadata, keep map[i
 	retainedLists := map[string]struct{}{}
 	err := forEach(ctx, kept, func(s table.Snapshot) error {
 		var paths []string
-		_, err := visitList(fs, s, func(path []byte, _ int64) { paths = append(paths, key(string(path))) })
+		var used []int32
+		opt := listOptions
+		if specs != nil {
+			opt = specListOptions
+		}
+		_, err := visitEntries(fs, s, opt, func(e *manifestscan.ListEntry) {
+			paths = append(paths, key(string(e.Path)))
+			used = append(used, e.SpecID)
+		})
 		if err != nil {
 			return retainedErr(s.SnapshotID, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if specs != nil {
+			for _, id := range used {
+				specs[id] = true
+			}
+		}
 		p.retained[s.SnapshotID] = s.ManifestList
 		retainedLists[key(s.ManifestList)] = struct{}{}
 		for _, k := range paths {

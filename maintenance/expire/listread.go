@@ -19,8 +19,14 @@ type listEntry struct {
 }
 
 // listOptions reads manifest_path and manifest_length only; a list without
-// manifest_length is not one expiry understands.
-var listOptions = manifestscan.ListOptions{Fields: manifestscan.ListLength, Required: manifestscan.ListLength}
+// manifest_length is not one expiry understands. specListOptions also reads
+// partition_spec_id (required by the spec), for clean_expired_metadata: a
+// list without it cannot show which specs are in use.
+var (
+	listOptions     = manifestscan.ListOptions{Fields: manifestscan.ListLength, Required: manifestscan.ListLength}
+	specListOptions = manifestscan.ListOptions{Fields: manifestscan.ListLength | manifestscan.ListSpecID,
+		Required: manifestscan.ListLength | manifestscan.ListSpecID}
+)
 
 // visitList calls visit for each manifest of a snapshot's list and returns
 // the list's size. visit gets each entry's path, valid only during the
@@ -28,8 +34,13 @@ var listOptions = manifestscan.ListOptions{Fields: manifestscan.ListLength, Requ
 // expiring list are only looked up. On an error, visit may already have
 // seen some entries.
 func visitList(fs iceio.IO, s table.Snapshot, visit func(path []byte, length int64)) (int64, error) {
-	return manifestscan.ReadSnapshot(fs, &s, listOptions, func(e *manifestscan.ListEntry) error {
-		visit(e.Path, e.Length)
+	return visitEntries(fs, s, listOptions, func(e *manifestscan.ListEntry) { visit(e.Path, e.Length) })
+}
+
+// visitEntries is visitList with the fields of opt.
+func visitEntries(fs iceio.IO, s table.Snapshot, opt manifestscan.ListOptions, visit func(e *manifestscan.ListEntry)) (int64, error) {
+	return manifestscan.ReadSnapshot(fs, &s, opt, func(e *manifestscan.ListEntry) error {
+		visit(e)
 		return nil
 	})
 }

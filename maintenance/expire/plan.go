@@ -80,6 +80,13 @@ type Plan struct {
 	Files        []File       `json:"files,omitempty"`
 	Unreadable   []Unreadable `json:"unreadable,omitempty"`
 	FilesBlocked string       `json:"files_blocked,omitempty"`
+	// RemovedSchemas and RemovedSpecs are the schemas and partition specs
+	// the commit removes (clean_expired_metadata), by id.
+	RemovedSchemas []int `json:"removed_schemas,omitempty"`
+	RemovedSpecs   []int `json:"removed_specs,omitempty"`
+	// currentSchema and defaultSpec are planned from; a commit that
+	// removes schemas or specs requires them unchanged.
+	currentSchema, defaultSpec int
 
 	// retained maps each retained snapshot to its manifest list, and
 	// retainedManifests holds their manifests: files are immutable, so the
@@ -183,8 +190,15 @@ func planTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time,
 	if err != nil {
 		return nil, fmt.Errorf("open table IO: %w", err)
 	}
-	if err := planFiles(ctx, fs, meta, keep, p); err != nil {
+	var specs map[int32]bool
+	if cfg.CleanExpiredMetadata {
+		specs = map[int32]bool{}
+	}
+	if err := planFiles(ctx, fs, meta, keep, p, specs); err != nil {
 		return nil, err
+	}
+	if specs != nil {
+		p.unusedMetadata(meta, keep, specs, limit)
 	}
 	if limit != nil {
 		allowed := make(map[string]struct{}, len(limit.Files))
@@ -301,6 +315,56 @@ func selectSnapshots(meta table.Metadata, pol Policy, now time.Time, p *Plan, li
 		return cmp.Or(a.Timestamp.Compare(b.Timestamp), cmp.Compare(a.SnapshotID, b.SnapshotID))
 	})
 	return keep, nil
+}
+
+// unusedMetadata fills RemovedSchemas and RemovedSpecs: the schemas no
+// retained snapshot names and the specs no retained manifest was written
+// with (specs), never the current schema or the default spec. A retained
+// snapshot that names no schema (old v1 metadata) could use any, so then no
+// schema is removed. With a limit, only what the limit also removed.
+func (p *Plan) unusedMetadata(meta table.Metadata, keep map[int64]bool, specs map[int32]bool, limit *Plan) {
+	p.currentSchema, p.defaultSpec = meta.CurrentSchema().ID, meta.DefaultPartitionSpec()
+	usedSchemas := map[int]bool{p.currentSchema: true}
+	knowSchemas := true
+	for _, s := range meta.Snapshots() {
+		switch {
+		case !keep[s.SnapshotID]:
+		case s.SchemaID == nil:
+			knowSchemas = false
+		default:
+			usedSchemas[*s.SchemaID] = true
+		}
+	}
+	allowed := func(id int, before []int) bool { return limit == nil || slices.Contains(before, id) }
+	if knowSchemas {
+		for _, sc := range meta.Schemas() {
+			if !usedSchemas[sc.ID] && allowed(sc.ID, limit.schemas()) {
+				p.RemovedSchemas = append(p.RemovedSchemas, sc.ID)
+			}
+		}
+	}
+	for _, spec := range meta.PartitionSpecs() {
+		id := spec.ID()
+		if id != p.defaultSpec && !specs[int32(id)] && allowed(id, limit.specs()) {
+			p.RemovedSpecs = append(p.RemovedSpecs, id)
+		}
+	}
+	slices.Sort(p.RemovedSchemas)
+	slices.Sort(p.RemovedSpecs)
+}
+
+func (p *Plan) schemas() []int {
+	if p == nil {
+		return nil
+	}
+	return p.RemovedSchemas
+}
+
+func (p *Plan) specs() []int {
+	if p == nil {
+		return nil
+	}
+	return p.RemovedSpecs
 }
 
 func (p *Plan) removesRef(name string, id int64) bool {

@@ -104,7 +104,7 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 
 	var mu sync.Mutex
 	deleted := map[string]bool{}
-	loopErr := forEachN(ctx, cfg.DeleteConcurrency, slices.Collect(slices.Chunk(files, deleteBatch)), func(batch []File) error {
+	loopErr := forEachN(ctx, cfg.DeleteConcurrency, slices.Collect(slices.Chunk(files, cfg.batchSize())), func(batch []File) error {
 		if opts.beforeDelete != nil {
 			opts.beforeDelete()
 		}
@@ -115,7 +115,7 @@ func RetryDeletes(ctx context.Context, cat TableLoader, tbl *table.Table, paths 
 		}
 		send := slices.DeleteFunc(slices.Clone(batch), func(f File) bool { return tr.referenced(f.Path) })
 		one := Result{Deleted: map[FileKind]Count{}}
-		failed := deleteFiles(ctx, opts.Deleter, send, 1, &one, log)
+		failed := deleteFiles(ctx, opts.Deleter, send, cfg.batchSize(), 1, &one, log)
 		mu.Lock()
 		defer mu.Unlock()
 		for _, f := range send {

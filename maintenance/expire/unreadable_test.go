@@ -221,7 +221,8 @@ func TestCancelledDeletesAreKeptToRetry(t *testing.T) {
 	}
 	d := &cancelAfterFirst{cancel: cancel}
 	res := &Result{Deleted: map[FileKind]Count{}}
-	failed := deleteFiles(ctx, d, files, 1, res, slog.New(slog.DiscardHandler))
+	deleteBatch := DefaultConfig().DeleteBatchSize
+	failed := deleteFiles(ctx, d, files, deleteBatch, 1, res, slog.New(slog.DiscardHandler))
 	if d.calls != 1 || res.FilesDeleted() != deleteBatch || len(failed) != len(files)-deleteBatch || res.FilesFailed != len(failed) ||
 		failed[0] != files[deleteBatch].Path || !strings.Contains(res.DeleteFailures[0].Err, "not attempted") {
 		t.Fatalf("%d calls, %d deleted, %d failed (first %v)", d.calls, res.FilesDeleted(), len(failed), res.DeleteFailures[:1])

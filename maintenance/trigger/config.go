@@ -41,6 +41,11 @@ type Config struct {
 	// the counters say, so a fast streaming writer cannot keep a task
 	// running back to back (and a failing task is not retried every pass).
 	RateLimit time.Duration `yaml:"rate_limit"`
+	// Window limits when the task may run (ParseWindow: "Mon-Fri
+	// 01:00-05:00 Europe/Berlin"); outside it the task is not due, and a
+	// requested run waits for it to open. A forced run ignores it. Empty:
+	// any time.
+	Window string `yaml:"window"`
 }
 
 // Validate reports every problem at once; it never changes c.
@@ -64,6 +69,11 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit < 0 {
 		v.Add("rate_limit", c.RateLimit, neg)
+	}
+	if c.Window != "" {
+		if _, err := ParseWindow(c.Window); err != nil {
+			v.Add("window", c.Window, err.Error())
+		}
 	}
 	return v.Err()
 }

@@ -19,11 +19,16 @@ type Decision struct {
 }
 
 // Decide applies cfg to the counters c of what writers did since st. It is
-// pure: now is injected. The rate limit is checked first (rate limited means
-// not due whatever the counters say); then every threshold met, and the
-// interval, are listed. A forced run does not ask.
+// pure: now is injected. The window is checked first, then the rate limit
+// (outside the window or rate limited means not due whatever the counters
+// say); then every threshold met, and the interval, are listed. A forced
+// run does not ask.
 func Decide(cfg Config, st State, c Counters, now time.Time) Decision {
 	d := Decision{Counters: c}
+	if reason, closed := windowClosed(cfg, now); closed {
+		d.Reason = reason
+		return d
+	}
 	if reason, limited := rateLimit(cfg, st, now); limited {
 		d.Reason = reason
 		return d
@@ -123,8 +128,8 @@ func rateLimit(cfg Config, st State, now time.Time) (string, bool) {
 }
 
 // Evaluate counts what cfg needs on tbl since st and decides. It does not
-// count at all when the answer cannot depend on the counters (rate limited,
-// or no trigger configured), so a rate-limited busy table costs nothing.
+// count at all when the answer cannot depend on the counters (outside the
+// window, rate limited, or no trigger configured), so a rate-limited busy table costs nothing.
 func Evaluate(ctx context.Context, tbl *table.Table, st State, cfg Config, now time.Time) (Decision, error) {
 	if st.Retry != nil && st.Retry.TableUUID != tbl.Metadata().TableUUID().String() {
 		// Another table of the name (dropped and re-created) left the list:
@@ -132,7 +137,8 @@ func Evaluate(ctx context.Context, tbl *table.Table, st State, cfg Config, now t
 		// task due (the task's next run clears them).
 		st.Retry = nil
 	}
-	if _, limited := rateLimit(cfg, st, now); limited || cfg.Empty() {
+	_, closed := windowClosed(cfg, now)
+	if _, limited := rateLimit(cfg, st, now); closed || limited || cfg.Empty() {
 		return Decide(cfg, st, Counters{}, now), nil
 	}
 	c, err := Count(ctx, tbl, st, cfg)
