@@ -326,13 +326,13 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 			return out
 		}
 		var err error
-		if tbl, pol, err = r.load(ctx, ident, name); err != nil || !pol.Compact.GroupLeases {
+		if tbl, pol, err = r.loadFor(ctx, ident, name, tasks, req); err != nil || !pol.Compact.GroupLeases {
 			out = busy
 			return out
 		}
 	} else {
 		var err error
-		if tbl, pol, err = r.load(lease.Context(), ident, name); err != nil {
+		if tbl, pol, err = r.loadFor(lease.Context(), ident, name, tasks, req); err != nil {
 			out = stopped(lease.Context(), failAll(name, tasks, err))
 			r.giveLease(ctx, name, lease)
 			return out
@@ -407,14 +407,21 @@ func stopped(ctx context.Context, out []Outcome) []Outcome {
 }
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
-	tbl, pol, err := r.load(ctx, ident, name)
-	if err == nil && slices.Contains(tasks, TaskCompact) {
-		pol, err = r.scope(pol, name, req)
-	}
+	tbl, pol, err := r.loadFor(ctx, ident, name, tasks, req)
 	if err != nil {
 		return failAll(name, tasks, err)
 	}
 	return r.runLoaded(ctx, ident, name, tbl, pol, tasks, req)
+}
+
+// loadFor loads the table for a pass over tasks: its policy scoped by the
+// request's where when compaction is among them.
+func (r *Runner) loadFor(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) (*table.Table, Policy, error) {
+	tbl, pol, err := r.load(ctx, ident, name)
+	if err == nil && slices.Contains(tasks, TaskCompact) {
+		pol, err = r.scope(pol, name, req)
+	}
+	return tbl, pol, err
 }
 
 // runLoaded runs the tasks on the table as loaded.
