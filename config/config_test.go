@@ -210,6 +210,7 @@ tables:
 		MinInputFiles: 4, DeleteFileThreshold: 3, DeleteRatioThreshold: 0.25, Where: "day >= '2024-01-01'",
 		SkipPartitionsWrittenWithin: 36 * time.Hour, MaxBytesPerRun: 100 << 30, MaxConcurrentGroups: 8,
 		PartialProgress: true, MaxCommits: 20, CommitRetries: 6, RemoveDeadDeletes: false,
+		CommitLeaseWait: 5 * time.Minute, AssistMinPartitions: 8,
 	}
 	events, raw := all, all
 	events.MinInputFiles = 10

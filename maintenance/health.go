@@ -28,7 +28,12 @@ type Health struct {
 	// CompactableFiles are the small files in partitions holding at least
 	// min_input_files of them: what compaction would merge by file count.
 	// A partition with a single small file counts in SmallFiles only.
-	CompactableFiles       int        `json:"compactable_files"`
+	CompactableFiles int `json:"compactable_files"`
+	// Partitions hold data files; PartitionsToCompact are those with
+	// compactable files: a backfill's progress is the partitions done
+	// (Partitions - PartitionsToCompact) against those left.
+	Partitions             int        `json:"partitions"`
+	PartitionsToCompact    int        `json:"partitions_to_compact"`
 	PositionDeleteFiles    int        `json:"position_delete_files"`
 	EqualityDeleteFiles    int        `json:"equality_delete_files"`
 	Snapshots              int        `json:"snapshots"`
@@ -133,6 +138,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 		return h, fmt.Errorf("read manifest list of snapshot %d: %w", cur.SnapshotID, err)
 	}
 	smallPerPartition := map[string]int{}
+	partitions := map[string]bool{}
 	for _, m := range manifests {
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
@@ -144,6 +150,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 				h.DataFiles++
 				h.DataBytes += df.FileSizeBytes()
 				h.Rows += df.Count()
+				partitions[partitionKey(df)] = true
 				if df.FileSizeBytes() < h.SmallFileThreshold {
 					h.SmallFiles++
 					smallPerPartition[partitionKey(df)]++
@@ -155,12 +162,14 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 			}
 		}
 	}
+	h.Partitions = len(partitions)
 	if h.DataFiles > 0 {
 		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
 	}
 	for _, n := range smallPerPartition {
 		if n >= max(cfg.MinInputFiles, 2) {
 			h.CompactableFiles += n
+			h.PartitionsToCompact++
 		}
 	}
 	return h, nil

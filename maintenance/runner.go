@@ -98,6 +98,9 @@ type Runner struct {
 	// logs that it still runs.
 	running       *runningTasks
 	progressEvery time.Duration
+	// assist is where a large shared compaction asks for help (nil: it
+	// does not).
+	assist *AssistBoard
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -136,6 +139,10 @@ type Deps struct {
 	// ProgressInterval is how often a running task logs that it still
 	// runs; 0: DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// Assist is where a compaction on partition leases with groups in at
+	// least compact.assist_min_partitions partitions asks the other
+	// replicas for help; nil: it does not ask.
+	Assist *AssistBoard
 }
 
 func NewRunner(d Deps) *Runner {
@@ -161,7 +168,7 @@ func NewRunner(d Deps) *Runner {
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
 		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
-		running: newRunningTasks(), progressEvery: d.ProgressInterval}
+		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist}
 	d.Metrics.WatchRunning(r.Running)
 	return r
 }
@@ -184,6 +191,9 @@ type Request struct {
 	// state is the running task's trigger state as loaded before it ran
 	// (set by runTask): what an earlier run left it to do.
 	state trigger.State
+	// shared: the compaction runs on partition leases beside other
+	// replicas, not under the table's lease (set by RunTable).
+	shared bool
 }
 
 // Outcome is the result of one task on one table: one JSON object of
@@ -294,6 +304,13 @@ func (r *Runner) list(ctx context.Context, keep func(ident string) bool) ([]tabl
 // table's lease (except on a dry run). A task runs when its trigger says it
 // is due (or the request forces it); its outcome is recorded in the trigger
 // state and the metrics.
+//
+// A compaction with compact.group_leases gives the table's lease back once
+// the table is loaded (or, finding it busy, goes on without it) and runs on
+// partition leases, taking the table's lease only around its commits, so
+// other replicas can compact the table at the same time; the later tasks
+// then take the table's lease again for their whole run, as expiry and
+// orphan removal must.
 func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome {
 	name := strings.Join(ident, ".")
 	tasks := req.Tasks
@@ -307,39 +324,95 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 			r.metrics.outcome(o, at)
 		}
 	}()
-	if !req.DryRun && r.locker != nil {
-		lease, err := lock.Acquire(ctx, r.locker, r.lockKey(name), r.lockOpts)
-		switch {
-		case errors.Is(err, lock.ErrBusy):
-			r.metrics.lock("busy", 0)
-			for _, t := range tasks {
-				out = append(out, Outcome{Table: name, Task: t, Status: StatusBusy,
-					Reason: "another maintainer holds this table's lease", Trigger: req.Why})
-			}
-			return out
-		case err != nil:
-			r.metrics.lock("error", 0)
-			out = failAll(name, tasks, fmt.Errorf("take the lease of table %s: %w", name, err))
+	if req.DryRun || r.locker == nil {
+		out = stopped(ctx, r.runTasks(ctx, ident, name, tasks, req))
+		return out
+	}
+	lease, busy := r.takeLease(ctx, name, tasks, req)
+	var tbl *table.Table
+	var pol Policy
+	if lease == nil {
+		// A shared compaction holds the table's lease only around its
+		// commits: the holder may be one of them, and this compaction can
+		// join it (its own commits wait for the lease).
+		if !slices.Contains(tasks, TaskCompact) || busy[0].Status != StatusBusy {
+			out = busy
 			return out
 		}
-		r.metrics.lock("acquired", lease.Waited())
-		defer func() {
-			if lost := lease.Lost(); lost != nil {
-				r.metrics.lockLost()
-				r.log.Error("lease lost while maintaining; the running task stopped before its next commit or delete",
-					"table", name, "err", lost)
-			}
-			// Release on a fresh context: ctx may be cancelled (shutdown),
-			// and the lease must still be given back.
-			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-				r.log.Warn("release lease", "table", name, "err", err)
-			}
-		}()
-		ctx = lease.Context()
+		var err error
+		if tbl, pol, err = r.loadFor(ctx, ident, name, tasks, req); err != nil || !pol.Compact.GroupLeases {
+			out = busy
+			return out
+		}
+	} else {
+		var err error
+		if tbl, pol, err = r.loadFor(lease.Context(), ident, name, tasks, req); err != nil {
+			out = stopped(lease.Context(), failAll(name, tasks, err))
+			r.giveLease(ctx, name, lease)
+			return out
+		}
+		if !slices.Contains(tasks, TaskCompact) || !pol.Compact.GroupLeases {
+			out = stopped(lease.Context(), r.runLoaded(lease.Context(), ident, name, tbl, pol, tasks, req))
+			r.giveLease(ctx, name, lease)
+			return out
+		}
+		r.giveLease(ctx, name, lease)
 	}
-	out = r.runTasks(ctx, ident, name, tasks, req)
+	shared := req
+	shared.shared = true
+	out = stopped(ctx, r.runLoaded(ctx, ident, name, tbl, pol, []string{TaskCompact}, shared))
+	rest := slices.DeleteFunc(slices.Clone(tasks), func(t string) bool { return t == TaskCompact })
+	if len(rest) == 0 {
+		return out
+	}
+	if lease, busy = r.takeLease(ctx, name, rest, req); lease == nil {
+		out = append(out, busy...)
+		return out
+	}
+	out = append(out, stopped(lease.Context(), r.runTasks(lease.Context(), ident, name, rest, req))...)
+	r.giveLease(ctx, name, lease)
+	return out
+}
+
+// takeLease takes the table's lease, or returns the outcomes of tasks when
+// it cannot: busy elsewhere, or an error of the lock backend.
+func (r *Runner) takeLease(ctx context.Context, name string, tasks []string, req Request) (*lock.Lease, []Outcome) {
+	lease, err := lock.Acquire(ctx, r.locker, r.lockKey(name), r.lockOpts)
+	switch {
+	case errors.Is(err, lock.ErrBusy):
+		r.metrics.lock("busy", 0)
+		var out []Outcome
+		for _, t := range tasks {
+			out = append(out, Outcome{Table: name, Task: t, Status: StatusBusy,
+				Reason: "another maintainer holds this table's lease", Trigger: req.Why})
+		}
+		return nil, out
+	case err != nil:
+		r.metrics.lock("error", 0)
+		return nil, failAll(name, tasks, fmt.Errorf("take the lease of table %s: %w", name, err))
+	}
+	r.metrics.lock("acquired", lease.Waited())
+	return lease, nil
+}
+
+// giveLease releases the table's lease, saying whether it was lost.
+func (r *Runner) giveLease(ctx context.Context, name string, lease *lock.Lease) {
+	if lost := lease.Lost(); lost != nil {
+		r.metrics.lockLost()
+		r.log.Error("lease lost while maintaining; the running task stopped before its next commit or delete",
+			"table", name, "err", lost)
+	}
+	// Release on a fresh context: ctx may be cancelled (shutdown), and the
+	// lease must still be given back.
+	if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+		r.log.Warn("release lease", "table", name, "err", err)
+	}
+}
+
+// stopped marks the failed outcomes of a run whose context ended (shutdown,
+// a lost lease) as cancelled: not a failure of the task.
+func stopped(ctx context.Context, out []Outcome) []Outcome {
 	if ctx.Err() != nil {
-		// Stopped by shutdown or a lost lease: not a failure of the task.
 		for i := range out {
 			out[i].canceled = out[i].Status == StatusFailed
 		}
@@ -348,13 +421,25 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 }
 
 func (r *Runner) runTasks(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) []Outcome {
+	tbl, pol, err := r.loadFor(ctx, ident, name, tasks, req)
+	if err != nil {
+		return failAll(name, tasks, err)
+	}
+	return r.runLoaded(ctx, ident, name, tbl, pol, tasks, req)
+}
+
+// loadFor loads the table for a pass over tasks: its policy scoped by the
+// request's where when compaction is among them.
+func (r *Runner) loadFor(ctx context.Context, ident table.Identifier, name string, tasks []string, req Request) (*table.Table, Policy, error) {
 	tbl, pol, err := r.load(ctx, ident, name)
 	if err == nil && slices.Contains(tasks, TaskCompact) {
 		pol, err = r.scope(pol, name, req)
 	}
-	if err != nil {
-		return failAll(name, tasks, err)
-	}
+	return tbl, pol, err
+}
+
+// runLoaded runs the tasks on the table as loaded.
+func (r *Runner) runLoaded(ctx context.Context, ident table.Identifier, name string, tbl *table.Table, pol Policy, tasks []string, req Request) []Outcome {
 	var out []Outcome
 	changed := false
 	for _, task := range Tasks() {

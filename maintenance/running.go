@@ -70,6 +70,9 @@ type RunningTask struct {
 	// WaitingOn is the oldest remote call the task is waiting on now, with
 	// how long ("catalog: commit table for 25s"); empty when none.
 	WaitingOn string `json:"waiting_on,omitempty"`
+	// Progress is how far the task has come, when it says (a shared
+	// compaction: the partitions it claimed and those other replicas hold).
+	Progress string `json:"progress,omitempty"`
 }
 
 // runningTasks is the set of tasks running now, read at scrape time by the
@@ -87,6 +90,30 @@ type runningTask struct {
 	mu    sync.Mutex
 	next  int
 	waits map[int]wait // remote calls in flight (groups run in parallel)
+	// progress tells how far the task has come (nil: it does not say).
+	progress func() string
+}
+
+type runningKey struct{}
+
+// reportProgress makes the running task of ctx (if any) show progress in
+// /v1/status.
+func reportProgress(ctx context.Context, progress func() string) {
+	if t, ok := ctx.Value(runningKey{}).(*runningTask); ok {
+		t.mu.Lock()
+		t.progress = progress
+		t.mu.Unlock()
+	}
+}
+
+func (t *runningTask) progressText() string {
+	t.mu.Lock()
+	p := t.progress
+	t.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	return p()
 }
 
 type wait struct {
@@ -148,7 +175,7 @@ func (s *runningTasks) list(now time.Time) []RunningTask {
 	for t := range s.tasks {
 		d := now.Sub(t.started)
 		out = append(out, RunningTask{Table: t.table, Task: t.task, Started: t.started, RunningFor: units.Duration(d),
-			MaxRunTime: units.Duration(t.limit), Stuck: d > t.limit, WaitingOn: t.waitingOn()})
+			MaxRunTime: units.Duration(t.limit), Stuck: d > t.limit, WaitingOn: t.waitingOn(), Progress: t.progressText()})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b RunningTask) int {
@@ -170,7 +197,7 @@ func (r *Runner) bound(ctx context.Context, table, task string, lim TaskLimits, 
 		ErrMaxRunTime, task, table, units.FormatDuration(limit), task)
 	tctx, cancel := context.WithTimeoutCause(ctx, limit, cause)
 	rt := &runningTask{table: table, task: task, started: start, limit: limit}
-	tctx = waiting.With(tctx, rt)
+	tctx = waiting.With(context.WithValue(tctx, runningKey{}, rt), rt)
 	r.running.add(rt)
 	done := make(chan struct{})
 	stopped := make(chan struct{})

@@ -101,6 +101,9 @@ type SchedulerDeps struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Assist is where replicas ask each other to help compact a large
+	// table (assist.go); nil: no help is given.
+	Assist *AssistBoard
 }
 
 // Sentinels of Enqueue; callers classify with errors.Is.
@@ -178,6 +181,8 @@ type Scheduler struct {
 	now     func() time.Time
 
 	wake chan struct{} // a queue change or shutdown
+	// assist is the board of tables other replicas ask help for.
+	assist *AssistBoard
 
 	mu          sync.Mutex
 	known       map[string]table.Identifier // managed tables at the last poll
@@ -258,7 +263,7 @@ func NewScheduler(cfg SchedulerConfig, d SchedulerDeps) (*Scheduler, error) {
 		d.Now = time.Now
 	}
 	return &Scheduler{r: d.Runner, fleet: d.Fleet, cfg: cfg, log: d.Logger, metrics: d.Metrics, now: d.Now, wake: make(chan struct{}, 1),
-		known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{},
+		assist: d.Assist, known: map[string]table.Identifier{}, running: map[string]*QueuedTable{}, healthAt: map[string]time.Time{},
 		ranAt: map[string]time.Time{}, held: map[heldKey]*heldEntry{}}, nil
 }
 
@@ -431,6 +436,7 @@ func (s *Scheduler) poll(ctx context.Context) {
 			s.log.Info("queued", "table", name, "tasks", strings.Join(due, ","), "reason", strings.Join(reasons, "; "))
 		}
 	}
+	s.helpOthers(ctx)
 }
 
 func (s *Scheduler) healthStale(name string, now time.Time) bool {

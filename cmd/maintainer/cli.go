@@ -311,6 +311,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	if opts.lock {
 		deps.Locker, deps.LockKey = svc.locker, svc.lockKey
 		deps.LockTTL, deps.LockWait = cfg.Lock.TTL, cfg.Scheduler.LockWait
+		deps.Assist = svc.assist
 	}
 	runner := maintenance.NewRunner(deps)
 	return ctx, &env{cfg: cfg, cat: cat, runner: runner, metrics: deps.Metrics, svc: svc, log: log, rows: rows}, nil
@@ -796,6 +797,8 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 	fmt.Fprintf(w, "  data files          %d (%s, average %s)\n", h.DataFiles, maintenance.HumanBytes(h.DataBytes), maintenance.HumanBytes(h.AvgFileSize))
 	fmt.Fprintf(w, "  small files         %d (below %s; %d in partitions compaction would merge)\n",
 		h.SmallFiles, maintenance.HumanBytes(h.SmallFileThreshold), h.CompactableFiles)
+	fmt.Fprintf(w, "  partitions          %d (%d compacted, %d left to compact)\n", h.Partitions,
+		h.Partitions-h.PartitionsToCompact, h.PartitionsToCompact)
 	fmt.Fprintf(w, "  delete files        %d position, %d equality\n", h.PositionDeleteFiles, h.EqualityDeleteFiles)
 	fmt.Fprintf(w, "  snapshots           %d", h.Snapshots)
 	if h.OldestSnapshot != nil {

@@ -110,18 +110,32 @@ func newGenWarehouseOf(t *testing.T, setup catalogSetup, opt gen.Options, tables
 
 // state loads the table with its own catalog connection (opened and closed
 // here, so that no connection is held while the binary runs).
-func (w *genWarehouse) state(t *testing.T, name string) tableState {
+func (w *genWarehouse) state(t *testing.T, name string) (s tableState) {
 	t.Helper()
-	ctx := t.Context()
-	cat, err := w.open(ctx)
+	w.withTable(t, name, func(tbl *table.Table) { s = stateOf(t, name, tbl) })
+	return s
+}
+
+// withTable loads the table with its own catalog connection, closed once
+// fn returned.
+func (w *genWarehouse) withTable(t *testing.T, name string, fn func(*table.Table)) {
+	t.Helper()
+	cat, err := w.open(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	tbl, err := cat.LoadTable(ctx, table.Identifier{genNamespace, name})
+	tbl, err := cat.LoadTable(t.Context(), table.Identifier{genNamespace, name})
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
+	fn(tbl)
+}
+
+func stateOf(t *testing.T, name string, tbl *table.Table) tableState {
+	t.Helper()
+	ctx := t.Context()
+	var err error
 	s := tableState{metadata: tbl.MetadataLocation(), snapshots: len(tbl.Metadata().Snapshots())}
 	if cur := tbl.CurrentSnapshot(); cur != nil {
 		s.snapshotID = cur.SnapshotID

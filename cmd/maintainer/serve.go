@@ -45,7 +45,8 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Fleet: member, Metrics: e.metrics, Logger: e.log})
+	sched, err := maintenance.NewScheduler(sc, maintenance.SchedulerDeps{Runner: e.runner, Fleet: member, Metrics: e.metrics, Logger: e.log,
+		Assist: e.svc.assist})
 	if err != nil {
 		return usageError{err}
 	}

@@ -33,6 +33,9 @@ type services struct {
 	membership func(key string) fleet.Backend
 	backend    string
 	close      func()
+	// assist is the board where replicas ask each other to help compact a
+	// large table (Redis only: one process has nobody to ask).
+	assist *maintenance.AssistBoard
 }
 
 func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
@@ -57,6 +60,7 @@ func openServices(cfg *config.Config, log *slog.Logger) (*services, error) {
 		s.locker = rl
 		s.state = trigger.NewKVStore(rl, prefix, catalog)
 		s.membership = func(key string) fleet.Backend { return rl.Membership(key) }
+		s.assist = maintenance.NewAssistBoard(rl, prefix+":assist:"+catalog, cfg.Lock.TTL, nil)
 		s.close = func() {
 			if err := rl.Close(); err != nil {
 				log.Warn("close redis connections", "err", err)

@@ -71,6 +71,19 @@ type Config struct {
 	// data file any more (dangling position deletes, dead equality deletes)
 	// in the same commit.
 	RemoveDeadDeletes bool `yaml:"remove_dead_deletes"`
+	// GroupLeases shares a table's compaction between replicas: each
+	// partition is leased before its groups are rewritten, and the table's
+	// lease is held only around commits (CommitLeaseWait), so several
+	// replicas can compact one table at once (claim.go).
+	GroupLeases bool `yaml:"group_leases"`
+	// CommitLeaseWait is how long a commit of a shared compaction waits for
+	// the table's lease (held by expiry, orphan removal or another
+	// replica's commit) before its batch fails.
+	CommitLeaseWait time.Duration `yaml:"commit_lease_wait"`
+	// AssistMinPartitions: a shared compaction (GroupLeases) whose plan
+	// has groups in at least this many partitions asks the other replicas
+	// to help; 0 never asks.
+	AssistMinPartitions int `yaml:"assist_min_partitions"`
 }
 
 // DefaultConfig returns the production defaults (Spark's where they exist).
@@ -84,6 +97,8 @@ func DefaultConfig() Config {
 		MaxCommits:           10,
 		CommitRetries:        4,
 		RemoveDeadDeletes:    true,
+		CommitLeaseWait:      5 * time.Minute,
+		AssistMinPartitions:  8,
 	}
 }
 
@@ -139,6 +154,12 @@ func (c Config) Validate() error {
 	}
 	if c.CommitRetries < 0 || c.CommitRetries > 100 {
 		bad("commit_retries", c.CommitRetries, "must be between 0 and 100")
+	}
+	if c.CommitLeaseWait < 0 {
+		bad("commit_lease_wait", c.CommitLeaseWait, "must not be negative")
+	}
+	if c.AssistMinPartitions < 0 {
+		bad("assist_min_partitions", c.AssistMinPartitions, "must not be negative")
 	}
 	return v.Err()
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// which hold a row group of pages until it is written (nil: the Go
 	// heap); each output file takes its own from it.
 	Allocator WriterAllocator
+	// Claims and Gate let several replicas compact one table (claim.go);
+	// nil: this run is the table's only compaction.
+	Claims Claimer
+	Gate   CommitGate
 }
 
 // Result is what a compaction run did.
@@ -66,6 +70,9 @@ type Result struct {
 	DeleteFilesDropped int
 	Commits            []int64 // snapshot ids committed, oldest first
 	CommitRetries      int
+	// GroupsClaimedElsewhere were left to the replicas that claimed their
+	// partitions (Options.Claims).
+	GroupsClaimedElsewhere int
 }
 
 // GroupFailure records one group that was not committed, and why.
@@ -118,8 +125,12 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
 		changes: map[int64]*snapshotChanges{},
+		claims:  newClaims(opts.Claims, tbl.Identifier()),
 		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
 	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts}, paths)
+	if e.claims != nil {
+		defer e.claims.releaseAll(ctx)
+	}
 
 	// Groups are written by a bounded pool; the committer takes them in
 	// completion order.
@@ -139,7 +150,7 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outputs <- e.rewriteGroup(ctx, g)
+				outputs <- e.claimAndRewrite(ctx, g)
 			}()
 		}
 		wg.Wait()
@@ -153,6 +164,9 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	var batch []groupOutput
 	var failed bool
 	for out := range outputs {
+		if e.skipClaimed(out) {
+			continue
+		}
 		if out.err != nil && ctx.Err() != nil && errors.Is(out.err, context.Canceled) {
 			// Say why it stopped (a lost lease, shutdown), not just that it did.
 			out.err = fmt.Errorf("stopped: %w", context.Cause(ctx))
@@ -209,6 +223,8 @@ type executor struct {
 	changes map[int64]*snapshotChanges
 	// paths rewrite groups: each is tried in turn until one takes the group.
 	paths []rewriter
+	// claims are the partitions this run holds (nil: no Claimer).
+	claims *claims
 }
 
 // buildPaths builds the rewriters of one run over one table.
@@ -298,6 +314,7 @@ func parquetRows(fs iceio.IO, path string) (int64, error) {
 }
 
 func (e *executor) fail(out groupOutput, err error) {
+	e.releaseClaim(out.g)
 	e.res.GroupsFailed = append(e.res.GroupsFailed, GroupFailure{Partition: out.g.Partition, Files: out.g.Files, Err: err})
 	if !errors.Is(err, context.Canceled) {
 		e.log.Error("group not committed", "partition", out.g.Partition, "err", err)
@@ -329,6 +346,14 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 	var st *stagedRewrite // the rewrite as last built, for a retry to re-apply
 	var dead []iceberg.DataFile
 	deadKnown := false
+	ctx, leave, err := e.enterGate(ctx)
+	if err != nil {
+		for _, out := range batch {
+			e.discard(out, err)
+		}
+		return
+	}
+	defer leave()
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// A cancelled run (lost lease, shutdown) commits nothing more.
@@ -352,6 +377,12 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			// The staged rewrite holds groups that are gone, and the
 			// deletes it removes were dead for all of them.
 			st, deadKnown = nil, false
+		}
+		if kept := e.dropLost(batch); len(kept) < len(batch) {
+			batch, st, deadKnown = kept, nil, false // st holds groups that are gone
+			if len(batch) == 0 {
+				return
+			}
 		}
 		snap, err := e.attempt(ctx, batch, batchID, attempt, &st, &dead, &deadKnown)
 		if err == nil {
@@ -483,11 +514,13 @@ func (e *executor) unknown(batch []groupOutput, err error) {
 func (e *executor) build(ctx context.Context, batch []groupOutput, batchID string, dead []iceberg.DataFile) (*stagedRewrite, *table.Snapshot, error) {
 	base := e.current.CurrentSnapshot()
 	txn := e.current.NewTransaction()
-	rw := txn.NewRewrite(iceberg.Properties{
+	props := iceberg.Properties{
 		tableprops.SummaryOperation: "compact",
 		tableprops.SummaryRunID:     e.opts.RunID,
 		tableprops.SummaryBatch:     batchID,
-	})
+	}
+	e.markPartitions(props, batch)
+	rw := txn.NewRewrite(props)
 	// Keep the data sequence number of the planned snapshot, as Spark's
 	// use-starting-sequence-number does: equality deletes committed by a
 	// writer after the plan still apply to the rewritten rows.
@@ -540,6 +573,7 @@ func isDefiniteFailure(err error) bool {
 
 func (e *executor) recordCommit(batch []groupOutput, snap *table.Snapshot) {
 	for _, out := range batch {
+		e.releaseClaim(out.g)
 		e.res.GroupsCommitted++
 		e.res.FilesRewritten += out.g.Files
 		e.res.BytesRewritten += out.g.Bytes
