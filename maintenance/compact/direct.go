@@ -165,53 +165,112 @@ type directRewriter struct {
 
 func (r *directRewriter) name() string { return string(r.mode) }
 
+// footerCacheFiles is the most input files of a group whose parsed footers
+// are kept from the check before writing to the rewrite. A parsed footer
+// takes about 20 KB for a table of 20 columns (its schema is built anew
+// for every file), so keeping them all held 800 MB for a group of 40,000
+// files; past this many, the rewrite parses each footer again as it opens
+// the file, and the group's memory stays that of one file.
+const footerCacheFiles = 512
+
+// directFit is what the check of a group's footers found: the first file,
+// in the group's order, that fits neither mode, or that does not fit one.
+type directFit struct {
+	schemaWhy string // a file with other columns than the current schema
+	copyWhy   string // a file that stores its columns otherwise
+	// The Arrow check is made only when Arrow mode asks (copy mode declined).
+	arrowJudged bool
+	arrowWhy    string // a file that reads as other Arrow types
+	arrowErr    error  // the Arrow schema of a file could not be derived
+}
+
 // footers reads the footer of every file of the group, before anything is
-// written, once for both modes: the next one finds them in the input.
-func (d *directTable) footers(r *inputReader, in *groupInput) ([]*metadata.FileMetaData, error) {
-	if in.footers != nil {
-		return in.footers, nil
+// written, and judges whether the files fit mode. The verdicts and, for
+// groups of at most footerCacheFiles files, the footers are kept in the
+// input for the rewrite and the next mode: a group that copy mode declined
+// has its footers read again for the Arrow check only when they were not
+// kept.
+func (d *directTable) footers(r *inputReader, in *groupInput, mode directMode) error {
+	arrow := mode == modeArrow
+	if in.checked && (!arrow || in.fit.arrowJudged) {
+		return nil
 	}
-	mds := make([]*metadata.FileMetaData, len(in.g.tasks))
-	for i, t := range in.g.tasks {
-		err := r.open(t.File.FilePath(), nil, func(pf *file.Reader) error {
-			mds[i] = pf.MetaData()
+	tasks := in.g.tasks
+	if in.checked && in.footers != nil {
+		for i, md := range in.footers {
+			d.judge(&in.fit, tasks[i].File.FilePath(), md, true)
+		}
+		in.fit.arrowJudged = true
+		return nil
+	}
+	keep := len(tasks) <= footerCacheFiles
+	var mds []*metadata.FileMetaData
+	if keep {
+		mds = make([]*metadata.FileMetaData, len(tasks))
+	}
+	fit := in.fit
+	for i, t := range tasks {
+		path := t.File.FilePath()
+		err := r.open(path, nil, func(pf *file.Reader) error {
+			md := pf.MetaData()
+			if keep {
+				mds[i] = md
+			}
+			d.judge(&fit, path, md, arrow)
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	in.footers = mds
-	return mds, nil
+	fit.arrowJudged = fit.arrowJudged || arrow
+	in.checked, in.footers, in.fit = true, mds, fit
+	return nil
 }
 
-// unfit says why the files of g, of footers mds, cannot be rewritten in
-// mode, or "": both modes need the output's columns; copy needs every file
-// to store every leaf as the output does, Arrow needs every file to decode
-// to the output's Arrow types.
-func (d *directTable) unfit(mode directMode, g *Group, mds []*metadata.FileMetaData) (string, error) {
-	for i, md := range mds {
-		if !sameParquetSchema(md.Schema, d.out.parquet) {
-			return "file " + g.tasks[i].File.FilePath() + " has other columns than the current schema", nil
-		}
+// footer is the parsed footer of the group's i-th file, or nil when the
+// group is too large for them to be kept.
+func (in *groupInput) footer(i int) *metadata.FileMetaData {
+	if in.footers == nil {
+		return nil
 	}
-	for i, md := range mds {
-		path := g.tasks[i].File.FilePath()
-		if mode == modeCopy {
-			if !samePhysicalLeaves(md.Schema, d.out.parquet) {
-				return "file " + path + " stores its columns otherwise than the output", nil
-			}
-			continue
+	return in.footers[i]
+}
+
+// judge adds what the footer md of the file at path says to fit (the Arrow
+// check too when arrow): both modes need the output's columns; copy needs
+// every file to store every leaf as the output does, Arrow needs every
+// file to decode to the output's Arrow types.
+func (d *directTable) judge(fit *directFit, path string, md *metadata.FileMetaData, arrow bool) {
+	if !sameParquetSchema(md.Schema, d.out.parquet) {
+		if fit.schemaWhy == "" {
+			fit.schemaWhy = "file " + path + " has other columns than the current schema"
 		}
-		asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, md.KeyValueMetadata())
-		if err != nil {
-			return "", fmt.Errorf("arrow schema of %s: %w", path, err)
-		}
-		if !sameArrowTypes(asc, d.out.arrow) {
-			return "file " + path + " reads as other Arrow types", nil
-		}
+		return
 	}
-	return "", nil
+	if fit.copyWhy == "" && !samePhysicalLeaves(md.Schema, d.out.parquet) {
+		fit.copyWhy = "file " + path + " stores its columns otherwise than the output"
+	}
+	if !arrow || fit.arrowWhy != "" || fit.arrowErr != nil {
+		return
+	}
+	asc, err := pqarrow.FromParquet(md.Schema, &pqarrow.ArrowReadProperties{}, md.KeyValueMetadata())
+	if err != nil {
+		fit.arrowErr = fmt.Errorf("arrow schema of %s: %w", path, err)
+	} else if !sameArrowTypes(asc, d.out.arrow) {
+		fit.arrowWhy = "file " + path + " reads as other Arrow types"
+	}
+}
+
+// unfit says why the files of the group cannot be rewritten in mode, or "".
+func (fit directFit) unfit(mode directMode) (string, error) {
+	switch {
+	case fit.schemaWhy != "":
+		return fit.schemaWhy, nil
+	case mode == modeCopy:
+		return fit.copyWhy, nil
+	}
+	return fit.arrowWhy, fit.arrowErr
 }
 
 // wholeFileMax is the largest input file read whole. Compaction's inputs
@@ -292,11 +351,10 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 		return nil, 0, &declined{why: why}
 	}
 	rd := d.inputReader(r.fs, r.wholeMax)
-	mds, err := d.footers(rd, in)
-	if err != nil {
+	if err := d.footers(rd, in, r.mode); err != nil {
 		return nil, 0, err
 	}
-	if why, err := d.unfit(r.mode, g, mds); err != nil || why != "" {
+	if why, err := in.fit.unfit(r.mode); err != nil || why != "" {
 		if err != nil {
 			return nil, 0, err
 		}
@@ -319,7 +377,7 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 			return nil, rowsRead, context.Cause(ctx)
 		}
 		path := t.File.FilePath()
-		err := rd.open(path, mds[i], func(pf *file.Reader) error {
+		err := rd.open(path, in.footer(i), func(pf *file.Reader) error {
 			if r.mode == modeCopy {
 				n, err := w.copyFile(ctx, pf, r.batchRows)
 				rowsRead += n

@@ -36,10 +36,15 @@ type declined struct{ why string }
 func (d *declined) Error() string { return d.why }
 
 // groupInput is one group on its way through the paths. What a path read
-// of the input files is kept for the next, so that no footer is read twice.
+// of the input files is kept for the next, so that no footer is read twice
+// for the check before writing.
 type groupInput struct {
-	g       *Group
-	footers []*metadata.FileMetaData // of g's files in order, once read
+	g *Group
+	// checked says the footers were read and fit judged; footers holds
+	// them, in g's order, only for groups of at most footerCacheFiles files.
+	checked bool
+	footers []*metadata.FileMetaData
+	fit     directFit
 }
 
 // A rewritePath builds a path's rewriter for one run over one table.
