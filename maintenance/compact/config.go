@@ -113,11 +113,15 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var v validate.Collector
 	bad := v.Add
-	if c.TargetFileSize < 0 {
-		bad("target_file_size", c.TargetFileSize, "must not be negative")
-	} else if c.TargetFileSize > 0 && c.TargetFileSize < MinTargetFileSize {
-		bad("target_file_size", c.TargetFileSize, "must be at least 1MiB")
+	// A size of 0 is derived (or the default); one set is at least 1MiB.
+	size := func(key string, n int64) {
+		if n < 0 {
+			bad(key, n, "must not be negative")
+		} else if n > 0 && n < MinTargetFileSize {
+			bad(key, n, "must be at least 1MiB")
+		}
 	}
+	size("target_file_size", c.TargetFileSize)
 	if c.MinFileSize < 0 {
 		bad("min_file_size", c.MinFileSize, "must not be negative")
 	}
@@ -156,11 +160,7 @@ func (c Config) Validate() error {
 	if c.MaxFilesToRewrite < 0 {
 		bad("max_files_to_rewrite", c.MaxFilesToRewrite, "must not be negative")
 	}
-	if c.MaxFileGroupSize < 0 {
-		bad("max_file_group_size", c.MaxFileGroupSize, "must not be negative")
-	} else if c.MaxFileGroupSize > 0 && c.MaxFileGroupSize < MinTargetFileSize {
-		bad("max_file_group_size", c.MaxFileGroupSize, "must be at least 1MiB")
-	}
+	size("max_file_group_size", c.MaxFileGroupSize)
 	if c.MaxFileGroupInputFiles < 0 {
 		bad("max_file_group_input_files", c.MaxFileGroupInputFiles, "must not be negative")
 	} else if c.MaxFileGroupInputFiles == 1 {
