@@ -185,15 +185,14 @@ type directFit struct {
 }
 
 // footers reads the footer of every file of the group, before anything is
-// written, and judges whether the files fit mode. The verdicts and, for
-// groups of at most footerCacheFiles files, the footers are kept in the
-// input for the rewrite and the next mode: a group that copy mode declined
-// has its footers read again for the Arrow check only when they were not
-// kept.
+// written, and judges whether the files fit mode. The verdicts and, with
+// in.keepFooters, the footers are kept in the input for the rewrite and
+// the next mode: a group that copy mode declined has its footers read
+// again for the Arrow check only when they were not kept.
 func (d *directTable) footers(r *inputReader, in *groupInput, mode directMode) error {
 	arrow := mode == modeArrow
-	if in.checked && (!arrow || in.fit.arrowJudged) {
-		return nil
+	if in.checked && (!arrow || in.fit.arrowJudged || in.fit.schemaWhy != "") {
+		return nil // judged, or fits neither mode
 	}
 	tasks := in.g.tasks
 	if in.checked && in.footers != nil {
@@ -203,7 +202,7 @@ func (d *directTable) footers(r *inputReader, in *groupInput, mode directMode) e
 		in.fit.arrowJudged = true
 		return nil
 	}
-	keep := len(tasks) <= footerCacheFiles
+	keep := in.keepFooters
 	var mds []*metadata.FileMetaData
 	if keep {
 		mds = make([]*metadata.FileMetaData, len(tasks))

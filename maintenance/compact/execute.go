@@ -252,7 +252,7 @@ func (e *executor) rewriteGroup(ctx context.Context, g *Group) (out groupOutput)
 		out.err = context.Cause(ctx)
 		return out
 	}
-	in := &groupInput{g: g}
+	in := &groupInput{g: g, keepFooters: len(g.tasks) <= footerCacheFiles}
 	var path string
 	var whys []string
 	for _, p := range e.paths {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -207,5 +208,42 @@ func TestKnobValidation(t *testing.T) {
 	c.PartialProgress, c.MaxFailedCommits, c.MaxFileGroupSize, c.MaxFileGroupInputFiles, c.MaxFilesToRewrite, c.RewriteAll = true, 2, 1<<30, 100, 1000, true
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid knobs refused: %v", err)
+	}
+}
+
+// A group of more than footerCacheFiles files does not keep the footers
+// it read for the check: the direct path parses each again as it opens the
+// file, and writes the same files as with them kept, in either mode.
+func TestDirectPathWithoutKeptFooters(t *testing.T) {
+	for _, mode := range writeModes[:2] {
+		t.Run(mode.path, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.MinInputFiles = 2
+			kept, notKept := newTable(t, 12, 500, 2), newTable(t, 12, 500, 2)
+			compactAll(t, kept, cfg, mode.paths)
+			var log pathLog
+			forget := wrapPaths(log.watch(mode.paths), func(_ string, in *groupInput, rewrite func() ([]iceberg.DataFile, int64, error)) ([]iceberg.DataFile, int64, error) {
+				if in.keepFooters {
+					in.keepFooters = false
+				} else if in.checked && in.footers != nil {
+					t.Error("footers kept for a group that must not keep them")
+				}
+				return rewrite()
+			})
+			compactAll(t, notKept, cfg, forget)
+			if got := log.all(); len(got) != 2 || got[0] != mode.path || got[1] != mode.path {
+				t.Fatalf("paths %v, want %s for both groups", got, mode.path)
+			}
+			a, b := filesByPartition(t, kept), filesByPartition(t, notKept)
+			for part, dfs := range a {
+				if len(b[part]) != len(dfs) {
+					t.Fatalf("partition %s: %d files without kept footers, %d with", part, len(b[part]), len(dfs))
+				}
+				for i := range dfs {
+					compareDataFiles(t, part, b[part][i], dfs[i])
+				}
+			}
+		})
 	}
 }

@@ -40,8 +40,11 @@ func (d *declined) Error() string { return d.why }
 // for the check before writing.
 type groupInput struct {
 	g *Group
+	// keepFooters: the footers read for the check are kept for the rewrite
+	// (groups of at most footerCacheFiles files).
+	keepFooters bool
 	// checked says the footers were read and fit judged; footers holds
-	// them, in g's order, only for groups of at most footerCacheFiles files.
+	// them, in g's order, when kept.
 	checked bool
 	footers []*metadata.FileMetaData
 	fit     directFit
