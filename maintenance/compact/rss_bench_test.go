@@ -26,8 +26,13 @@ import (
 // BENCH_BINARIES names the binaries (name=path,name=path); several are run
 // in alternating order round after round (BENCH_ROUNDS, default 3), so that
 // a busy spell of a shared machine falls on each alike. The tables are
-// generated once into BENCH_DIR (kept for later runs) and restored before
-// every run; after each run the table's record total must be unchanged.
+// generated once into BENCH_DIR (kept for later runs); before every run
+// the catalog is restored, which points at the table's original metadata
+// (the metadata names the files where they were generated, so a run writes
+// beside them: the files a run added are removed after it). After each run
+// the table's record total must be unchanged.
+// BENCH_GROUPS sets max_concurrent_groups (default 2), BENCH_COMPACT more
+// keys of the compact block (partial_progress=true,max_file_group_input_files=10000).
 //
 //	go test -c -o /tmp/compact.test ./maintenance/compact/
 //	BENCH_DIR=/tmp/rss BENCH_BINARIES=before=/tmp/before,after=/tmp/after \
@@ -55,6 +60,14 @@ func BenchmarkPartitionRSS(b *testing.B) {
 	}
 	rounds := envInt("BENCH_ROUNDS", 3)
 	groups := envInt("BENCH_GROUPS", 2)
+	// BENCH_COMPACT=key=value,... adds keys to the compact block.
+	var extra string
+	if v := os.Getenv("BENCH_COMPACT"); v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			extra += fmt.Sprintf("    %s: %s\n", k, val)
+		}
+	}
 	for _, n := range sizes {
 		orig := filepath.Join(dir, fmt.Sprintf("p%d.orig", n))
 		if _, err := os.Stat(orig); err != nil {
@@ -62,10 +75,17 @@ func BenchmarkPartitionRSS(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		pristine, err := filesUnder(orig)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for round := range rounds {
 			for i := range names {
 				k := (i + round) % len(names)
-				m, err := runMaintainer(orig, filepath.Join(dir, fmt.Sprintf("p%d", n)), paths[k], groups)
+				m, err := runMaintainer(orig, filepath.Join(dir, fmt.Sprintf("p%d", n)), paths[k], groups, extra)
+				if rerr := removeAdded(orig, pristine); err == nil {
+					err = rerr
+				}
 				if err != nil {
 					b.Fatalf("%s on %d files: %v", names[k], n, err)
 				}
@@ -84,7 +104,7 @@ type rssRun struct {
 
 // runMaintainer restores the table of orig into work and compacts it with
 // the maintainer binary bin.
-func runMaintainer(orig, work, bin string, groups int) (rssRun, error) {
+func runMaintainer(orig, work, bin string, groups int, extra string) (rssRun, error) {
 	if err := os.RemoveAll(work); err != nil {
 		return rssRun{}, err
 	}
@@ -115,7 +135,7 @@ defaults:
     enabled: true
     target_file_size: 128MiB
     max_concurrent_groups: %[2]d
-`, work, groups)
+%[3]s`, work, groups, extra)
 	cfgPath := filepath.Join(work, "maintainer.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return rssRun{}, err
@@ -215,6 +235,33 @@ func onePartitionTable(dir string, n int) error {
 				return err
 			}
 			batch = nil
+		}
+	}
+	return nil
+}
+
+func filesUnder(dir string) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out[p] = true
+		}
+		return err
+	})
+	return out, err
+}
+
+// removeAdded removes the files under dir that are not in pristine.
+func removeAdded(dir string, pristine map[string]bool) error {
+	now, err := filesUnder(dir)
+	if err != nil {
+		return err
+	}
+	for p := range now {
+		if !pristine[p] {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
