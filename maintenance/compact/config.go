@@ -21,6 +21,10 @@ const DefaultTargetFileSize int64 = 512 << 20
 // table's write.target-file-size-bytes.
 const MinTargetFileSize int64 = 1 << 20
 
+// DefaultMaxFileGroupSize is the input bytes one group holds at most when
+// max_file_group_size is not set (Spark's max-file-group-size-bytes).
+const DefaultMaxFileGroupSize int64 = 100 << 30
+
 // Config is the compaction policy for one table. Zero sizes mean "derive":
 // the target comes from the table property, then DefaultTargetFileSize; the
 // min and max sizes are 75% and 180% of the target, as in Spark.
@@ -58,13 +62,31 @@ type Config struct {
 	// MaxBytesPerRun caps the input bytes rewritten by one run, past the
 	// first group, which always runs; 0 = no cap.
 	MaxBytesPerRun int64 `yaml:"max_bytes_per_run,size"`
+	// MaxFilesToRewrite caps the input files rewritten by one run, past
+	// the first group, which always runs; 0 = no cap.
+	MaxFilesToRewrite int `yaml:"max_files_to_rewrite"`
+	// RewriteAll makes every data file in scope a candidate, whatever its
+	// size and deletes, and rewrites every partition that holds one
+	// (Spark's rewrite-all).
+	RewriteAll bool `yaml:"rewrite_all"`
 	// MaxConcurrentGroups is how many groups are rewritten at once, and
 	// how many a large partition is split into (splitPartition).
 	MaxConcurrentGroups int `yaml:"max_concurrent_groups"`
+	// MaxFileGroupSize bounds the input bytes of one group: a partition
+	// holding more is split into groups that run in parallel and, with
+	// partial progress, commit separately; 0 = DefaultMaxFileGroupSize.
+	MaxFileGroupSize int64 `yaml:"max_file_group_size,size"`
+	// MaxFileGroupInputFiles bounds the input files of one group, as
+	// Flink's max-file-group-input-files; 0 = no bound.
+	MaxFileGroupInputFiles int `yaml:"max_file_group_input_files"`
 	// PartialProgress commits groups in up to MaxCommits batches instead of
 	// one atomic snapshot, so a failure loses only the batch it hit.
 	PartialProgress bool `yaml:"partial_progress"`
 	MaxCommits      int  `yaml:"max_commits"`
+	// MaxFailedCommits, with partial progress, stops the run once this
+	// many batches failed to commit: the groups not committed yet are
+	// dropped and the run fails; 0 = every batch is tried.
+	MaxFailedCommits int `yaml:"max_failed_commits"`
 	// CommitRetries bounds re-load and re-commit attempts after a conflict.
 	CommitRetries int `yaml:"commit_retries"`
 	// RemoveDeadDeletes drops delete files that provably apply to no live
@@ -106,11 +128,15 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var v validate.Collector
 	bad := v.Add
-	if c.TargetFileSize < 0 {
-		bad("target_file_size", c.TargetFileSize, "must not be negative")
-	} else if c.TargetFileSize > 0 && c.TargetFileSize < MinTargetFileSize {
-		bad("target_file_size", c.TargetFileSize, "must be at least 1MiB")
+	// A size of 0 is derived (or the default); one set is at least 1MiB.
+	size := func(key string, n int64) {
+		if n < 0 {
+			bad(key, n, "must not be negative")
+		} else if n > 0 && n < MinTargetFileSize {
+			bad(key, n, "must be at least 1MiB")
+		}
 	}
+	size("target_file_size", c.TargetFileSize)
 	if c.MinFileSize < 0 {
 		bad("min_file_size", c.MinFileSize, "must not be negative")
 	}
@@ -145,6 +171,20 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBytesPerRun < 0 {
 		bad("max_bytes_per_run", c.MaxBytesPerRun, "must not be negative")
+	}
+	if c.MaxFilesToRewrite < 0 {
+		bad("max_files_to_rewrite", c.MaxFilesToRewrite, "must not be negative")
+	}
+	size("max_file_group_size", c.MaxFileGroupSize)
+	if c.MaxFileGroupInputFiles < 0 {
+		bad("max_file_group_input_files", c.MaxFileGroupInputFiles, "must not be negative")
+	} else if c.MaxFileGroupInputFiles == 1 {
+		bad("max_file_group_input_files", c.MaxFileGroupInputFiles, "must be at least 2 (a group of one file merges nothing)")
+	}
+	if c.MaxFailedCommits < 0 {
+		bad("max_failed_commits", c.MaxFailedCommits, "must not be negative")
+	} else if c.MaxFailedCommits > 0 && !c.PartialProgress {
+		bad("max_failed_commits", c.MaxFailedCommits, "needs partial_progress: without it a run makes one commit")
 	}
 	if c.MaxConcurrentGroups < 1 || c.MaxConcurrentGroups > 64 {
 		bad("max_concurrent_groups", c.MaxConcurrentGroups, "must be between 1 and 64")

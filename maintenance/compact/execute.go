@@ -133,7 +133,10 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 
 	// Groups are written by a bounded pool; the committer takes them in
-	// completion order.
+	// completion order. The pool stops early, with the cause, once
+	// max_failed_commits is reached.
+	rctx, stopRewrites := context.WithCancelCause(ctx)
+	defer stopRewrites(nil)
 	outputs := make(chan groupOutput)
 	sem := make(chan struct{}, cfg.MaxConcurrentGroups)
 	var wg sync.WaitGroup
@@ -142,15 +145,15 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			g := &plan.Groups[i]
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
-				outputs <- groupOutput{g: g, err: context.Cause(ctx)}
+			case <-rctx.Done():
+				outputs <- groupOutput{g: g, err: context.Cause(rctx)}
 				continue
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outputs <- e.claimAndRewrite(ctx, g)
+				outputs <- e.claimAndRewrite(rctx, g)
 			}()
 		}
 		wg.Wait()
@@ -163,6 +166,8 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	var batch []groupOutput
 	var failed bool
+	var failedCommits int
+	var stopped error // why no more batches are committed: max_failed_commits
 	for out := range outputs {
 		if e.skipClaimed(out) {
 			continue
@@ -170,6 +175,12 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		if out.err != nil && ctx.Err() != nil && errors.Is(out.err, context.Canceled) {
 			// Say why it stopped (a lost lease, shutdown), not just that it did.
 			out.err = fmt.Errorf("stopped: %w", context.Cause(ctx))
+		}
+		if stopped != nil && ctx.Err() == nil &&
+			(out.err == nil || errors.Is(out.err, stopped) || errors.Is(out.err, context.Canceled)) {
+			// Written, or cut short, after the limit: dropped for it.
+			e.discard(out, stopped)
+			continue
 		}
 		if out.err != nil {
 			failed = true
@@ -185,16 +196,28 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		}
 		batch = append(batch, out)
 		if cfg.PartialProgress && len(batch) >= perCommit {
-			e.commit(ctx, batch)
+			if !e.commit(ctx, batch) {
+				failedCommits++
+				if cfg.MaxFailedCommits > 0 && failedCommits >= cfg.MaxFailedCommits {
+					stopped = fmt.Errorf("not committed: %d batch commit(s) failed, max_failed_commits=%d", failedCommits, cfg.MaxFailedCommits)
+					e.log.Error("compaction stops: too many failed commits", "failed_commits", failedCommits)
+					stopRewrites(stopped)
+				}
+			}
 			batch = nil
 		}
 	}
 	if len(batch) > 0 {
-		if !cfg.PartialProgress && failed {
+		switch {
+		case stopped != nil:
+			for _, out := range batch {
+				e.discard(out, stopped)
+			}
+		case !cfg.PartialProgress && failed:
 			for _, out := range batch {
 				e.discard(out, errors.New("another group of this atomic rewrite failed"))
 			}
-		} else {
+		default:
 			e.commit(ctx, batch)
 		}
 	}
@@ -339,8 +362,8 @@ func (e *executor) removeFiles(files []iceberg.DataFile) {
 // commit lands one batch of rewritten groups. After a conflict it re-loads
 // the table, checks what was committed since the plan, drops the groups
 // that conflict with it and re-applies the rest of the rewrite on the new
-// base, up to CommitRetries times.
-func (e *executor) commit(ctx context.Context, batch []groupOutput) {
+// base, up to CommitRetries times. It reports whether a commit landed.
+func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool) {
 	e.batches++
 	batchID := strconv.Itoa(e.batches)
 	var st *stagedRewrite // the rewrite as last built, for a retry to re-apply
@@ -360,7 +383,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			for _, out := range batch {
 				e.discard(out, context.Cause(ctx))
 			}
-			return
+			return false
 		}
 		var conflicted []groupOutput
 		batch, conflicted = e.dropConflicts(ctx, batch)
@@ -368,7 +391,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			e.discard(out, out.err)
 		}
 		if len(batch) == 0 {
-			return
+			return false
 		}
 		if ctx.Err() != nil {
 			continue // cancelled during the walk: the check above discards
@@ -388,7 +411,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 		if err == nil {
 			e.res.DeleteFilesDropped += len(dead)
 			e.recordCommit(batch, snap)
-			return
+			return true
 		}
 		if errors.Is(err, errStage) {
 			// Nothing was sent: reading the new snapshots or writing the
@@ -397,7 +420,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			for _, out := range batch {
 				e.discard(out, err)
 			}
-			return
+			return false
 		}
 		if isDefiniteFailure(err) && attempt < e.cfg.CommitRetries {
 			e.res.CommitRetries++
@@ -408,7 +431,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			fresh, lerr := e.cat.LoadTable(ctx, e.current.Identifier())
 			if lerr != nil {
 				e.unknown(batch, fmt.Errorf("re-load after conflict: %w", lerr))
-				return
+				return false
 			}
 			e.current = fresh
 			continue
@@ -417,17 +440,17 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) {
 			for _, out := range batch {
 				e.discard(out, fmt.Errorf("%w: gave up after %d attempts: %v", ErrConflict, attempt+1, err))
 			}
-			return
+			return false
 		}
 		// The catalog may or may not have taken the commit: find out by
 		// looking for our snapshot, and never delete files that may be live.
 		if snap := e.findOwnSnapshot(ctx, batchID); snap != nil {
 			e.res.DeleteFilesDropped += len(dead)
 			e.recordCommit(batch, snap)
-			return
+			return true
 		}
 		e.unknown(batch, err)
-		return
+		return false
 	}
 }
 

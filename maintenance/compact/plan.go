@@ -85,6 +85,7 @@ const (
 	ReasonSingleFile     = "one small file, nothing to merge it with"
 	ReasonRecentlyWrite  = "written within skip_partitions_written_within"
 	ReasonBudget         = "over max_bytes_per_run"
+	ReasonFileBudget     = "over max_files_to_rewrite"
 	ReasonNoSnapshot     = "table has no snapshot"
 	ReasonDisabled       = "compaction disabled"
 	ReasonNothingToWrite = "no partition needs compaction"
@@ -167,7 +168,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	}
 	p.SnapshotID, p.SequenceNumber = snap.SnapshotID, snap.SequenceNumber
 
-	scanOpts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID)}
+	var filter iceberg.BooleanExpression
 	if cfg.Where != "" {
 		expr, err := rowfilter.Parse(cfg.Where)
 		if err != nil {
@@ -176,14 +177,11 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		if _, err := iceberg.BindExpr(tbl.Schema(), expr, true); err != nil {
 			return nil, fmt.Errorf("where %q does not fit the table schema: %w", cfg.Where, err)
 		}
-		scanOpts = append(scanOpts, table.WithRowFilter(expr))
+		filter = expr
 	}
-	tasks, err := tbl.Scan(scanOpts...).PlanFiles(ctx)
+	tasks, err := scanTasks(ctx, tbl, snap, filter)
 	if err != nil {
-		if bad := badManifest(ctx, tbl, snap); bad != nil {
-			return nil, fmt.Errorf("plan files of snapshot %d: %w (iceberg-go: %v)", snap.SnapshotID, bad, err)
-		}
-		return nil, fmt.Errorf("plan files of snapshot %d: %w", snap.SnapshotID, err)
+		return nil, err
 	}
 
 	var recent map[string]bool
@@ -242,7 +240,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		var cands []table.FileScanTask
 		var bytes int64
 		for _, t := range b.tasks {
-			if sz := t.File.FileSizeBytes(); sz < p.MinFileSize || sz > p.MaxFileSize || deleteLaden(cfg, t) {
+			if sz := t.File.FileSizeBytes(); cfg.RewriteAll || sz < p.MinFileSize || sz > p.MaxFileSize || deleteLaden(cfg, t) {
 				cands = append(cands, t)
 				bytes += sz
 			}
@@ -253,7 +251,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		for _, tasks := range splitPartition(cands, p.TargetFileSize, cfg.MaxConcurrentGroups) {
+		for _, tasks := range splitPartition(cands, p.TargetFileSize, cfg) {
 			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: reason}
 			deletes := map[string]bool{}
 			for _, t := range tasks {
@@ -274,30 +272,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 
 	// Most files first: the biggest reduction in file count per byte read.
 	slices.SortStableFunc(p.Groups, func(a, b Group) int { return cmp.Compare(b.Files, a.Files) })
-	if cfg.MaxBytesPerRun > 0 {
-		// As Spark's max-file-group-size-bytes budget: the first group runs
-		// whatever its size (else a group larger than the budget would never
-		// be compacted); the budget stops the groups after it.
-		var kept []Group
-		var used int64
-		skipped := map[string]int{}
-		for i, g := range p.Groups {
-			if i > 0 && used+g.Bytes > cfg.MaxBytesPerRun {
-				skipped[g.key]++
-				continue
-			}
-			used += g.Bytes
-			kept = append(kept, g)
-		}
-		p.Groups = kept
-		for i := range p.Partitions {
-			d := &p.Partitions[i]
-			if n := skipped[d.key]; n > 0 {
-				d.Groups -= n
-				d.Skipped = fmt.Sprintf("%s: %d group(s) left for a later run", ReasonBudget, n)
-			}
-		}
-	}
+	p.applyBudget(cfg)
 
 	if cfg.RemoveDeadDeletes && len(p.Groups) > 0 {
 		if p.DeadDeletes, err = deadDeletes(ctx, tbl, snap, p.rewrittenPaths()); err != nil {
@@ -326,6 +301,8 @@ func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTa
 	switch {
 	case n == 0:
 		return "", ReasonOptimal
+	case cfg.RewriteAll:
+		return fmt.Sprintf("rewrite_all: %d file(s)", n), ""
 	case laden > 0:
 		return fmt.Sprintf("%d delete-laden file(s)", laden), ""
 	case oversized > 0:
@@ -348,27 +325,33 @@ func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTa
 // most with two groups, and let two groups of one partition run at once.
 const groupBytesPerTarget = 4
 
-// maxGroupBytes bounds the input of one group (Spark's
-// max-file-group-size-bytes default), so that a huge partition commits in
-// several groups under partial progress and the budget.
-const maxGroupBytes int64 = 100 << 30
-
 // splitPartition divides a partition's candidates into groups of about
 // equal bytes: one group, unless the partition holds more than
-// groupBytesPerTarget targets' worth, then up to concurrency groups, and
-// more only to keep each under maxGroupBytes.
-func splitPartition(cands []table.FileScanTask, target int64, concurrency int) [][]table.FileScanTask {
+// groupBytesPerTarget targets' worth, then up to max_concurrent_groups
+// groups, and more only to keep each within max_file_group_size and
+// max_file_group_input_files.
+func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]table.FileScanTask {
 	var bytes int64
 	for _, t := range cands {
 		bytes += t.File.FileSizeBytes()
 	}
-	n := int(min(int64(max(concurrency, 1)), max(1, bytes/(groupBytesPerTarget*target))))
-	n = max(n, int((bytes+maxGroupBytes-1)/maxGroupBytes))
+	maxBytes := cfg.MaxFileGroupSize
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFileGroupSize
+	}
+	n := int(min(int64(max(cfg.MaxConcurrentGroups, 1)), max(1, bytes/(groupBytesPerTarget*target))))
+	n = max(n, int((bytes+maxBytes-1)/maxBytes))
+	maxFiles := len(cands)
+	if cfg.MaxFileGroupInputFiles > 0 {
+		maxFiles = cfg.MaxFileGroupInputFiles
+		n = max(n, (len(cands)+maxFiles-1)/maxFiles)
+	}
 	if n <= 1 {
 		return [][]table.FileScanTask{cands}
 	}
-	// Largest first into the lightest group; each group keeps its files in
-	// the order the scan listed them.
+	// Largest first into the lightest group with room for a file; each
+	// group keeps its files in the order the scan listed them. n groups
+	// of maxFiles hold every candidate, so one always has room.
 	idx := make([]int, len(cands))
 	for i := range idx {
 		idx[i] = i
@@ -377,11 +360,18 @@ func splitPartition(cands []table.FileScanTask, target int64, concurrency int) [
 		return cmp.Compare(cands[b].File.FileSizeBytes(), cands[a].File.FileSizeBytes())
 	})
 	load := make([]int64, n)
+	count := make([]int, n)
 	owner := make([]int, len(cands))
 	for _, i := range idx {
-		g := slices.Index(load, slices.Min(load))
+		g := -1
+		for k := range load {
+			if count[k] < maxFiles && (g < 0 || load[k] < load[g]) {
+				g = k
+			}
+		}
 		owner[i] = g
 		load[g] += cands[i].File.FileSizeBytes()
+		count[g]++
 	}
 	out := make([][]table.FileScanTask, n)
 	for i, t := range cands {

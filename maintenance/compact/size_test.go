@@ -178,10 +178,10 @@ func TestSplitPartition(t *testing.T) {
 	for i := range 100 {
 		cands = append(cands, task(t, fmt.Sprintf("f%d", i), int64(1+i%7)*mib, 1000, 0))
 	}
-	if got := splitPartition(cands, 128*mib, 2); len(got) != 1 {
+	if got := splitPartition(cands, 128*mib, Config{MaxConcurrentGroups: 2}); len(got) != 1 {
 		t.Fatalf("%d groups of 400MiB at a 128MiB target, want 1", len(got))
 	}
-	groups := splitPartition(cands, 32*mib, 4)
+	groups := splitPartition(cands, 32*mib, Config{MaxConcurrentGroups: 4})
 	if len(groups) != 3 { // 397MiB: 3 groups of at least 4 targets
 		t.Fatalf("%d groups, want 3", len(groups))
 	}
