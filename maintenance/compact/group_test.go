@@ -111,8 +111,8 @@ func TestSplitPartitionBounds(t *testing.T) {
 					}
 					seen[tk.File.FilePath()] = true
 				}
-				// Largest first into the lightest: within one file of equal.
-				if tc.cfg.MaxFileGroupSize > 0 && b > tc.cfg.MaxFileGroupSize+7*mib {
+				// Within the bound, as documented (no file here exceeds it).
+				if tc.cfg.MaxFileGroupSize > 0 && b > tc.cfg.MaxFileGroupSize {
 					t.Fatalf("group of %d bytes, max_file_group_size %d", b, tc.cfg.MaxFileGroupSize)
 				}
 				if tc.cfg.MaxFileGroupInputFiles > 0 && len(g) > tc.cfg.MaxFileGroupInputFiles {
@@ -123,6 +123,32 @@ func TestSplitPartitionBounds(t *testing.T) {
 				t.Fatalf("groups hold %d files of %d", len(seen), len(cands))
 			}
 		})
+	}
+}
+
+// Files of equal size that do not divide max_file_group_size evenly: ten
+// files of 30MiB under 100MiB need four groups of at most three, not three
+// groups of which one holds four (120MiB).
+func TestSplitPartitionKeepsEachGroupWithinMaxFileGroupSize(t *testing.T) {
+	const mib = 1 << 20
+	var cands []table.FileScanTask
+	for i := range 10 {
+		cands = append(cands, task(t, fmt.Sprintf("f%d", i), 30*mib, 1000, 0))
+	}
+	groups := splitPartition(cands, 128*mib, Config{MaxConcurrentGroups: 1, MaxFileGroupSize: 100 * mib})
+	files := 0
+	for _, g := range groups {
+		var b int64
+		for _, tk := range g {
+			b += tk.File.FileSizeBytes()
+		}
+		if b > 100*mib {
+			t.Errorf("group of %d files, %d MiB: over max_file_group_size 100MiB", len(g), b/mib)
+		}
+		files += len(g)
+	}
+	if files != len(cands) || len(groups) != 4 {
+		t.Fatalf("%d groups holding %d files, want 4 holding %d", len(groups), files, len(cands))
 	}
 }
 

@@ -349,9 +349,11 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 	if n <= 1 {
 		return [][]table.FileScanTask{cands}
 	}
-	// Largest first into the lightest group with room for a file; each
-	// group keeps its files in the order the scan listed them. n groups
-	// of maxFiles hold every candidate, so one always has room.
+	// Largest first into the lightest group with room for the file, in
+	// files and in bytes (a file larger than max_file_group_size goes
+	// alone); a file no group has room for starts a group of its own, so
+	// every group stays within both bounds, as documented. Each group
+	// keeps its files in the order the scan listed them.
 	idx := make([]int, len(cands))
 	for i := range idx {
 		idx[i] = i
@@ -363,17 +365,24 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 	count := make([]int, n)
 	owner := make([]int, len(cands))
 	for _, i := range idx {
+		sz := cands[i].File.FileSizeBytes()
 		g := -1
 		for k := range load {
 			if count[k] < maxFiles && (g < 0 || load[k] < load[g]) {
 				g = k
 			}
 		}
+		// The lightest group with room in files is the one the file fits
+		// best in bytes too; when it does not fit there, it fits nowhere.
+		if g < 0 || (count[g] > 0 && load[g]+sz > maxBytes) {
+			g = len(load)
+			load, count = append(load, 0), append(count, 0)
+		}
 		owner[i] = g
-		load[g] += cands[i].File.FileSizeBytes()
+		load[g] += sz
 		count[g]++
 	}
-	out := make([][]table.FileScanTask, n)
+	out := make([][]table.FileScanTask, len(load))
 	for i, t := range cands {
 		out[owner[i]] = append(out[owner[i]], t)
 	}
