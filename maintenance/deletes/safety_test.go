@@ -191,12 +191,7 @@ func TestLocationPath(t *testing.T) {
 // spellings as one applies it.
 func TestOtherSpellingIsKept(t *testing.T) {
 	ctx := context.Background()
-	d := newDeleteTable(t, 2)
-	files := d.dataFiles()
-	bare := strings.TrimPrefix(files[0], "file://")
-	if bare == files[0] {
-		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
-	}
+	d, files, bare := bareSpelling(t)
 	d.addDeletes(position{bare, 3})
 	d.addDeletes(position{files[1], 1})
 	cfg := DefaultConfig()
@@ -224,12 +219,7 @@ func TestOtherSpellingIsKept(t *testing.T) {
 // commit such a file, other writers do not: the planner is asked directly.)
 func TestOtherSpellingOfReferencedFileIsKept(t *testing.T) {
 	ctx := context.Background()
-	d := newDeleteTable(t, 2)
-	files := d.dataFiles()
-	bare := strings.TrimPrefix(files[0], "file://")
-	if bare == files[0] {
-		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
-	}
+	d, files, bare := bareSpelling(t)
 	p := &Plan{live: map[string]int64{files[0]: 1}, spelled: map[string]string{locationPath(files[0]): files[0]}}
 	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes,
 		"file:///t/data/file-scoped.parquet", iceberg.ParquetFile, nil, nil, nil, 1, 100)
@@ -247,4 +237,16 @@ func TestOtherSpellingOfReferencedFileIsKept(t *testing.T) {
 	if !p.named(bare) || p.named("file:///elsewhere/x.parquet") {
 		t.Fatal("named")
 	}
+}
+
+// bareSpelling is a table with its data files and the first one's location
+// spelled without its file:// scheme.
+func bareSpelling(t *testing.T) (*deleteTable, []string, string) {
+	d := newDeleteTable(t, 2)
+	files := d.dataFiles()
+	bare := strings.TrimPrefix(files[0], "file://")
+	if bare == files[0] {
+		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
+	}
+	return d, files, bare
 }
