@@ -84,15 +84,20 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		opts.RunID = uuid.NewString()
 	}
 	log := opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "deletes")
+	// The plan's drops and merges hold for the snapshot it read: on any
+	// other head (the table given moved on, or was rolled back to where a
+	// delete the plan calls dangling still applies) plan again first.
+	stale := tbl.CurrentSnapshot() == nil || tbl.CurrentSnapshot().SnapshotID != plan.SnapshotID
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
+		if attempt > 0 || stale {
+			stale = false
 			fresh, err := cat.LoadTable(ctx, tbl.Identifier())
 			if err != nil {
-				return res, fmt.Errorf("re-load after conflict: %w", err)
+				return res, fmt.Errorf("re-load the table to plan again: %w", err)
 			}
 			tbl = fresh
 			if plan, err = PlanTable(ctx, tbl, cfg); err != nil {
-				return res, fmt.Errorf("plan again after conflict: %w", err)
+				return res, fmt.Errorf("plan again: %w", err)
 			}
 			res.Replanned = true
 			if plan.Empty() {

@@ -179,7 +179,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config) (*Plan, error)
 
 	for _, dv := range dvs {
 		if ref := dv.ReferencedDataFile(); ref != nil {
-			if _, ok := p.live[*ref]; !ok {
+			if !p.named(*ref) {
 				p.Dangling = append(p.Dangling, Dropped{Path: dv.FilePath(), Kind: kindDeletionVector, Records: dv.Count(),
 					Reason: "its data file " + *ref + " is not live", file: dv})
 			}
@@ -294,7 +294,9 @@ func confirmDangling(ctx context.Context, fs iceio.IO, d iceberg.DataFile, liveP
 		return "", false, nil
 	}
 	if ref := d.ReferencedDataFile(); ref != nil && *ref != "" {
-		return why, true, nil // exact: the spec's own field
+		// Exact (the spec's own field), but for another spelling of a
+		// live file's location, which a reader may take as that file.
+		return why, !p.named(*ref), nil
 	}
 	if d.FileFormat() != iceberg.ParquetFile {
 		return "", false, nil
@@ -304,14 +306,21 @@ func confirmDangling(ctx context.Context, fs iceio.IO, d iceberg.DataFile, liveP
 		return "", false, fmt.Errorf("confirm that a position-delete file is dangling: %w", err)
 	}
 	for _, pos := range ps {
-		_, exact := p.live[pos.path]
-		// Another spelling of a live file's location (s3a:// for s3://,
-		// another authority) is kept too: a reader may take them as one.
-		if _, other := p.spelled[locationPath(pos.path)]; exact || other {
+		if p.named(pos.path) {
 			return "", false, nil
 		}
 	}
 	return why, true, nil
+}
+
+// named reports whether path names a live data file: exactly, or under
+// another spelling of its location (s3a:// for s3://, another authority),
+// which a reader may take as that file, so that a delete naming it is
+// never dropped.
+func (p *Plan) named(path string) bool {
+	_, exact := p.live[path]
+	_, other := p.spelled[locationPath(path)]
+	return exact || other
 }
 
 // locationPath is a location without its scheme and authority:

@@ -191,12 +191,7 @@ func TestLocationPath(t *testing.T) {
 // spellings as one applies it.
 func TestOtherSpellingIsKept(t *testing.T) {
 	ctx := context.Background()
-	d := newDeleteTable(t, 2)
-	files := d.dataFiles()
-	bare := strings.TrimPrefix(files[0], "file://")
-	if bare == files[0] {
-		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
-	}
+	d, files, bare := bareSpelling(t)
 	d.addDeletes(position{bare, 3})
 	d.addDeletes(position{files[1], 1})
 	cfg := DefaultConfig()
@@ -215,4 +210,43 @@ func TestOtherSpellingIsKept(t *testing.T) {
 	if res.SnapshotID != 0 || len(res.GroupsKept) != 1 || !strings.Contains(res.GroupsKept[0], bare) {
 		t.Fatalf("result %+v; want the group kept, naming %s", res, bare)
 	}
+}
+
+// A file-scoped position-delete file (or deletion vector) whose
+// referenced_data_file names a live data file under another spelling of
+// its location is not dangling either: dropped, its rows would come back
+// for a reader that takes the spellings as one. (iceberg-go refuses to
+// commit such a file, other writers do not: the planner is asked directly.)
+func TestOtherSpellingOfReferencedFileIsKept(t *testing.T) {
+	ctx := context.Background()
+	d, files, bare := bareSpelling(t)
+	p := &Plan{live: map[string]int64{files[0]: 1}, spelled: map[string]string{locationPath(files[0]): files[0]}}
+	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes,
+		"file:///t/data/file-scoped.parquet", iceberg.ParquetFile, nil, nil, nil, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := d.tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why, dead, err := confirmDangling(ctx, fs, b.ReferencedDataFile(bare).Build(), []string{files[0]}, p)
+	if err != nil || dead {
+		t.Fatalf("dangling %v (%s), %v; want the delete of %s kept", dead, why, err, bare)
+	}
+	if !p.named(bare) || p.named("file:///elsewhere/x.parquet") {
+		t.Fatal("named")
+	}
+}
+
+// bareSpelling is a table with its data files and the first one's location
+// spelled without its file:// scheme.
+func bareSpelling(t *testing.T) (*deleteTable, []string, string) {
+	d := newDeleteTable(t, 2)
+	files := d.dataFiles()
+	bare := strings.TrimPrefix(files[0], "file://")
+	if bare == files[0] {
+		t.Fatalf("data file %s has no file:// scheme to leave out", files[0])
+	}
+	return d, files, bare
 }

@@ -65,10 +65,11 @@ type Result struct {
 }
 
 // Execute rewrites the plan's groups and commits them as one replace
-// snapshot on main, asserting main is still the head the manifests were
-// read from. After a conflict it re-loads the table; when every manifest it
-// replaces is still in the new head, the same manifests are committed on it,
-// else it plans again on the new head and rewrites. Nothing is deleted but
+// snapshot on main, asserting main is still the head the commit was built
+// on. Every commit first checks that the head holds every manifest it
+// replaces: after a conflict (re-loaded) or with a plan made on an older
+// snapshot, the same manifests are committed when it does, else it plans
+// again on that head and rewrites. Nothing is deleted but
 // the files this run wrote and certainly did not commit.
 func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg Config, opts Options) (*Result, error) {
 	res := &Result{}
@@ -105,6 +106,19 @@ func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg
 			out = nil // committed: the table owns them now
 			return res, nil
 		}
+		if errors.Is(err, errStale) {
+			// The head is not the one out was read from: never commit it.
+			stale := out
+			out = nil
+			if plan, err = e.replan(ctx, cur, stale); err != nil {
+				return res, err
+			}
+			if plan.Empty() {
+				res.Superseded = plan.Reason
+				return res, nil
+			}
+			continue
+		}
 		if errors.Is(err, errStage) {
 			return res, err
 		}
@@ -127,22 +141,22 @@ func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg
 		if err != nil {
 			return res, fmt.Errorf("re-load after conflict: %w", err)
 		}
+		// The next commit checks that every manifest out replaces is
+		// still in the new head (only manifests were added: commit the
+		// same ones), else it plans again there.
 		cur = fresh
-		if still, err := e.replacedStillPresent(ctx, cur, out); err != nil {
-			return res, err
-		} else if still {
-			continue // only manifests were added: commit the same ones on the new head
-		}
-		e.discard(out)
-		out = nil
-		if plan, err = PlanTable(ctx, cur, cfg); err != nil {
-			return res, fmt.Errorf("plan again after conflict: %w", err)
-		}
-		if plan.Empty() {
-			res.Superseded = plan.Reason
-			return res, nil
-		}
 	}
+}
+
+// replan discards out, which the head of tbl no longer matches, and plans
+// again on that head.
+func (e *executor) replan(ctx context.Context, tbl *table.Table, out *written) (*Plan, error) {
+	e.discard(out)
+	plan, err := PlanTable(ctx, tbl, e.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("plan again on snapshot %d: %w", tbl.CurrentSnapshot().SnapshotID, err)
+	}
+	return plan, nil
 }
 
 type executor struct {
@@ -158,6 +172,12 @@ type executor struct {
 // errStage: reading or writing metadata failed before anything was sent,
 // which is no conflict and which no retry mends.
 var errStage = errors.New("stage manifest rewrite")
+
+// errStale: the head lacks a manifest the rewrite replaces (a concurrent
+// commit rewrote it, or the plan was made on an older snapshot): committed
+// on that head the rewrite would bring back the files it removed, or list
+// entries twice. Nothing was sent.
+var errStale = errors.New("the head no longer holds the manifests rewritten")
 
 // rewrite writes the manifests of the plan's groups, read from tbl.
 func (e *executor) rewrite(ctx context.Context, tbl *table.Table, plan *Plan) (*written, error) {
@@ -199,26 +219,6 @@ func (e *executor) rewrite(ctx context.Context, tbl *table.Table, plan *Plan) (*
 	return w, nil
 }
 
-// replacedStillPresent reports whether every manifest out replaces is in the
-// head of tbl: then the manifests written still hold exactly those entries.
-func (e *executor) replacedStillPresent(ctx context.Context, tbl *table.Table, out *written) (bool, error) {
-	head := tbl.CurrentSnapshot()
-	if head == nil {
-		return false, nil
-	}
-	list, err := e.headManifests(ctx, tbl, head)
-	if err != nil {
-		return false, err
-	}
-	present := 0
-	for _, m := range list {
-		if out.replaced[m.FilePath()] {
-			present++
-		}
-	}
-	return present == len(out.replaced), nil
-}
-
 func (e *executor) headManifests(ctx context.Context, tbl *table.Table, head *table.Snapshot) ([]iceberg.ManifestFile, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
@@ -252,12 +252,18 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 	for _, m := range out.manifests {
 		bytesAfter += m.Length()
 	}
+	present := 0
 	for _, m := range headList {
 		bytesBefore += m.Length()
-		if !out.replaced[m.FilePath()] {
+		if out.replaced[m.FilePath()] {
+			present++
+		} else {
 			list = append(list, m)
 			bytesAfter += m.Length()
 		}
+	}
+	if present != len(out.replaced) {
+		return fmt.Errorf("%w: snapshot %d holds %d of the %d manifests replaced", errStale, head.SnapshotID, present, len(out.replaced))
 	}
 	parentID := head.SnapshotID
 	snap := table.Snapshot{

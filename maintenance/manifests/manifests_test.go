@@ -136,12 +136,22 @@ func TestRewriteManyAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	minSeq := es[0].SequenceNum()
 	for i := 1; i < len(es); i++ {
 		if spec := tbl.Spec(); byPartition(&spec)(es[i-1], es[i]) > 0 {
 			t.Fatalf("entries %d and %d are out of partition order", i-1, i)
 		}
+		minSeq = min(minSeq, es[i].SequenceNum())
 	}
 	snap := tbl.CurrentSnapshot()
+	// The list gives the manifest the rewrite's sequence number and the
+	// smallest of its entries' as its minimum: a minimum that came out as
+	// the rewrite's own would let a writer's commit drop delete files that
+	// still apply to these entries.
+	if m := listAfter[0]; m.SequenceNum() != snap.SequenceNumber || m.MinSequenceNum() != minSeq || minSeq != 1 {
+		t.Errorf("manifest %s: sequence number %d, min %d; want %d and %d (its entries')", m.FilePath(),
+			m.SequenceNum(), m.MinSequenceNum(), snap.SequenceNumber, minSeq)
+	}
 	if snap.Summary.Operation != table.OpReplace || snap.Summary.Properties[tableprops.SummaryOperation] != Operation ||
 		snap.Summary.Properties["total-records"] != "300" || *snap.ParentSnapshotID != plan.SnapshotID {
 		t.Fatalf("snapshot %d: %+v", snap.SnapshotID, snap.Summary)
