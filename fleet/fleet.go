@@ -146,7 +146,9 @@ func (m *Member) Run(ctx context.Context) error {
 	}
 }
 
-// Refresh writes this member's heartbeat and reads the members back. On
+// Refresh reads the members and then writes this member's heartbeat
+// (only after a good listing, so a member is counted only while it can
+// own tables). On
 // failure the last view stays in force until a TTL after the last good
 // round; the error is returned, logged at the first failure of a streak
 // and counted.
@@ -160,16 +162,14 @@ func (m *Member) Refresh(ctx context.Context) error {
 	if left {
 		return errors.New("fleet: left the membership (shutting down)")
 	}
-	err := m.b.Heartbeat(ctx, m.cfg.ID, m.cfg.TTL)
+	// The listing first: a member that cannot list (its view expires) must
+	// not go on heartbeating, or the others would count it for ever and
+	// its share of the tables would be nobody's.
+	members, err := m.b.Members(ctx)
 	if err != nil {
+		err = fmt.Errorf("fleet member %s: list members: %w", m.cfg.ID, err)
+	} else if err = m.b.Heartbeat(ctx, m.cfg.ID, m.cfg.TTL); err != nil {
 		err = fmt.Errorf("fleet member %s: heartbeat: %w", m.cfg.ID, err)
-	}
-	var members []string
-	if err == nil {
-		members, err = m.b.Members(ctx)
-		if err != nil {
-			err = fmt.Errorf("fleet member %s: list members: %w", m.cfg.ID, err)
-		}
 	}
 	if err != nil && ctx.Err() != nil {
 		return err // shutting down: not a membership problem
@@ -186,8 +186,8 @@ func (m *Member) Refresh(ctx context.Context) error {
 		m.metrics.members(m.viewLocked(m.now()).Members)
 		return err
 	}
-	// The heartbeat just succeeded, so this member is alive whatever a
-	// slow listing says.
+	// The heartbeat just succeeded, so this member is alive though the
+	// listing before it did not see it yet.
 	if !slices.Contains(members, m.cfg.ID) {
 		members = append(members, m.cfg.ID)
 	}

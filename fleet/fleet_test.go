@@ -273,3 +273,38 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("two default ids are equal: %s", a)
 	}
 }
+
+// listFails wraps a backend whose listing fails while its heartbeats work
+// (a server that refuses the listing's script).
+type listFails struct{ Backend }
+
+func (listFails) Members(context.Context) ([]string, error) { return nil, errDown }
+
+// A member that cannot list the members owns nothing once its view expires,
+// and then it must not be counted by the others either: every table has an
+// owner a TTL after its last good round.
+func TestMemberThatCannotListIsNotCounted(t *testing.T) {
+	c := &clock{t: time.Unix(1_000_000, 0)}
+	b := NewLocal(c.now)
+	a, z := newMember(t, "a", b, c, nil), newMember(t, "z", listFails{b}, c, nil)
+	ctx := t.Context()
+	for i := 0; i < 7; i++ { // rounds every TTL/3 for over two TTLs
+		_ = z.Refresh(ctx)
+		if err := a.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.add(10 * time.Second)
+	}
+	_ = z.Refresh(ctx)
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if z.View().Valid {
+		t.Fatal("z's view is valid without a listing")
+	}
+	for _, tb := range tables(200) {
+		if !a.Owns(tb) && !z.Owns(tb) {
+			t.Fatalf("%s is nobody's: a sees %v, z cannot list", tb, a.View().Members)
+		}
+	}
+}

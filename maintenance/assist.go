@@ -159,7 +159,12 @@ func (s *Scheduler) helpOthers(ctx context.Context) {
 	}
 	for _, a := range open {
 		name := strings.Join(a.Table, ".")
-		if s.busy(name) {
+		// The board is the catalog's: a replica helps only with the tables
+		// it manages (its selection, as of the last poll).
+		s.mu.Lock()
+		_, managed := s.known[name]
+		s.mu.Unlock()
+		if !managed || s.busy(name) {
 			continue
 		}
 		res := "queued"

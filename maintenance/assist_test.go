@@ -96,3 +96,26 @@ func TestPollQueuesTablesAskingForHelp(t *testing.T) {
 		t.Errorf("trigger_requests_total{assist,queued} = %v", got)
 	}
 }
+
+// A request for help with a table this replica does not manage (outside its
+// selection, or gone from the catalog) is not queued: the board is the
+// catalog's, shared by replicas whose selections differ.
+func TestPollHelpsOnlyManagedTables(t *testing.T) {
+	e := newEnv(t, 3)
+	board := NewAssistBoard(&memKV{m: map[string][]byte{}}, "p:assist:default", time.Minute, nil)
+	r := e.runner(t, memlock.New(), nil)
+	r.selected = func(string) bool { return false } // this replica selects no table
+	cfg := DefaultSchedulerConfig()
+	cfg.PollInterval = time.Hour
+	s, err := NewScheduler(cfg, SchedulerDeps{Runner: r, Metrics: r.metrics, Assist: board})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := board.ask(t.Context(), e.opt.Identifier(), "host1/run1"); err != nil {
+		t.Fatal(err)
+	}
+	s.poll(t.Context())
+	if st := s.Status(); len(st.Queue) != 0 {
+		t.Fatalf("queued %+v for a table outside the selection", st.Queue)
+	}
+}

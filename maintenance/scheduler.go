@@ -798,7 +798,7 @@ func (s *Scheduler) Status() Status {
 		st.Held = append(st.Held, HeldRequest{Table: k.table, Task: k.task, HeldUntil: e.until, Reason: e.reason, Source: e.source, Where: k.where})
 	}
 	slices.SortFunc(st.Held, func(a, b HeldRequest) int {
-		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Task, b.Task))
+		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Task, b.Task), strings.Compare(a.Where, b.Where))
 	})
 	for _, e := range s.queue {
 		st.Queue = append(st.Queue, cloneEntry(e))

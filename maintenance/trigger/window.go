@@ -188,6 +188,10 @@ func (w Window) NextOpen(t time.Time) time.Time {
 			if !c.After(t) || !p.days[c.Weekday()] {
 				continue
 			}
+			var ok bool
+			if c, ok = p.opening(c, t); !ok {
+				continue
+			}
 			if next.IsZero() || c.Before(next) {
 				next = c
 			}
@@ -196,6 +200,28 @@ func (w Window) NextOpen(t time.Time) time.Time {
 	}
 	return next
 }
+
+// opening is when the part opens on the day of c, its start as time.Date
+// made it, at or after t: the first moment inside the part in the DST gap
+// before c. A start that a spring-forward night skips (02:30 in
+// Europe/Berlin) does not exist, and time.Date moves it past the gap, so
+// the part opens at the gap's end (03:00), or not at all that day when it
+// lies wholly in the gap (false); a start that an autumn night repeats is
+// made the second time, and the part opens the first.
+func (p windowPart) opening(c, t time.Time) (time.Time, bool) {
+	// Whole minutes, as the part is written (c is one); t is outside, and
+	// so is the rest of its minute.
+	for x := c.Add(-maxDSTGap).Truncate(time.Minute); !x.After(c); x = x.Add(time.Minute) {
+		if !x.Before(t) && p.contains(x) {
+			return x, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// maxDSTGap bounds the wall-clock time a zone skips at once (an hour in
+// most zones, two at most in the tz database's history).
+const maxDSTGap = 2 * time.Hour
 
 // windowClosed reports whether cfg's window keeps the task from running at
 // now, with the reason "plan" and the logs show.

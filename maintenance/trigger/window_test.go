@@ -141,3 +141,48 @@ func TestNextAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowNextOpenDST: a start that a spring-forward night skips opens the
+// window when the gap ends, and a part lying wholly in the gap does not
+// open that day; NextOpen is always a moment inside the window, so a held
+// request queued then is not refused as outside it.
+func TestWindowNextOpenDST(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Berlin skips 02:00-03:00 on 2026-03-29 (01:00 UTC) and repeats
+	// 02:00-03:00 on 2025-10-26 (01:00 UTC).
+	spring := time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC) // 01:00 CET
+	for _, tc := range []struct {
+		window string
+		t      time.Time
+		next   time.Time
+	}{
+		{"02:30-03:30 Europe/Berlin", spring, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)},     // 03:00 CEST
+		{"Sun 02:30-04:00 Europe/Berlin", spring, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)}, // 03:00 CEST
+		{"Sun 02:00-02:30 Europe/Berlin", spring, time.Date(2026, 4, 5, 2, 0, 0, 0, berlin)},    // none that Sunday
+		{"Sat-Sun 02:15-02:45 Europe/Berlin; Sun 05:00-06:00 Europe/Berlin", spring, time.Date(2026, 3, 29, 5, 0, 0, 0, berlin)},
+		{"01:00-05:00 Europe/Berlin", time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC), time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC)},
+		// Autumn: the start exists twice (CEST, then CET); the first opens.
+		{"02:30-03:30 Europe/Berlin", time.Date(2025, 10, 25, 22, 0, 0, 0, time.UTC), time.Date(2025, 10, 26, 0, 30, 0, 0, time.UTC)},
+		// A t between whole minutes: the start is still found.
+		{"02:30-03:30", time.Date(2025, 10, 27, 0, 59, 30, 5, time.UTC), time.Date(2025, 10, 27, 2, 30, 0, 0, time.UTC)},
+		{"02:30-03:30", time.Date(2025, 10, 27, 2, 29, 59, 0, time.UTC), time.Date(2025, 10, 27, 2, 30, 0, 0, time.UTC)},
+	} {
+		w, err := ParseWindow(tc.window)
+		if err != nil {
+			t.Fatalf("ParseWindow(%q): %v", tc.window, err)
+		}
+		if w.Contains(tc.t) {
+			t.Fatalf("%q contains %s; the case wants it outside", tc.window, tc.t)
+		}
+		got := w.NextOpen(tc.t)
+		if !got.Equal(tc.next) {
+			t.Errorf("%q next open after %s = %s, want %s", tc.window, tc.t.In(berlin).Format(time.RFC1123), got.In(berlin).Format(time.RFC1123), tc.next.In(berlin).Format(time.RFC1123))
+		}
+		if !w.Contains(got) {
+			t.Errorf("%q next open after %s = %s is outside the window", tc.window, tc.t, got.In(berlin).Format(time.RFC1123))
+		}
+	}
+}
