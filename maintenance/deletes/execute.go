@@ -22,8 +22,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RunID tags the snapshot of this run; a new UUID when empty.
 	RunID string
-	// beforeCommit, for tests, runs before each commit attempt.
+	// beforeCommit, for tests, runs before each commit attempt;
+	// afterStage between staging the rewrite and sending it.
 	beforeCommit func(attempt int)
+	afterStage   func()
 }
 
 // Result is what a run did.
@@ -108,7 +110,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		if opts.beforeCommit != nil {
 			opts.beforeCommit(attempt)
 		}
-		snap, staged, written, err := attemptOnce(ctx, tbl, plan, opts.RunID)
+		snap, staged, written, err := attemptOnce(ctx, tbl, plan, opts.RunID, opts.afterStage)
 		staged.CommitRetries, staged.Replanned = res.CommitRetries, res.Replanned
 		if err == nil {
 			*res = staged
@@ -128,7 +130,10 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		if !errors.Is(err, table.ErrCommitFailed) && !strings.Contains(strings.ToLower(err.Error()), "requirement failed") {
 			return res, err // nothing was sent
 		}
-		if attempt >= cfg.CommitRetries || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("stopped after a commit conflict: %w", context.Cause(ctx))
+		}
+		if attempt >= cfg.CommitRetries {
 			return res, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflict, attempt+1, err)
 		}
 		res.CommitRetries++
@@ -148,7 +153,7 @@ func definite(err error) bool {
 // attemptOnce writes the merged files of plan and commits; it returns the
 // figures of the commit it sent and the files it wrote, which the caller
 // removes when the commit certainly failed.
-func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string) (snap int64, r Result, written []iceberg.DataFile, err error) {
+func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string, afterStage func()) (snap int64, r Result, written []iceberg.DataFile, err error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return 0, r, nil, fmt.Errorf("%w: open table IO: %w", errNotSent, err)
@@ -208,6 +213,14 @@ func attemptOnce(ctx context.Context, tbl *table.Table, plan *Plan, runID string
 	}
 	if err := rw.Commit(ctx); err != nil {
 		return 0, r, written, fmt.Errorf("%w: stage the rewrite: %w", errNotSent, err)
+	}
+	if afterStage != nil {
+		afterStage()
+	}
+	// Staging writes manifests and may take long: a lease lost meanwhile
+	// stops the run here, before anything reaches the catalog.
+	if err := ctx.Err(); err != nil {
+		return 0, r, written, fmt.Errorf("%w: stopped: %w", errNotSent, context.Cause(ctx))
 	}
 	next, err := txn.Commit(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package deletes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -256,4 +257,44 @@ func mergedSeq(t *testing.T, tbl *table.Table) int64 {
 	}
 	t.Fatal("no position-delete file")
 	return 0
+}
+
+// A lease lost while the rewrite is staged (its manifests written) stops
+// the run before the commit is sent: no snapshot, an error that is not an
+// unknown outcome, the merged file removed, the rows as they were.
+func TestStoppedAfterStagingSendsNothing(t *testing.T) {
+	d := newDeleteTable(t, 2)
+	files := d.dataFiles()
+	d.addDeletes(position{files[0], 1})
+	d.addDeletes(position{files[1], 2})
+	before := d.verify()
+	cfg := DefaultConfig()
+	cfg.MinInputFiles = 2
+	plan, err := PlanTable(context.Background(), d.tbl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	lost := errors.New("lease lost")
+	head := d.tbl.CurrentSnapshot().SnapshotID
+	_, err = Execute(ctx, d.cat, d.tbl, plan, cfg, Options{afterStage: func() { cancel(lost) }})
+	if !errors.Is(err, lost) || errors.Is(err, ErrCommitUnknown) {
+		t.Fatalf("err %v; want the lost lease, not an unknown outcome", err)
+	}
+	if d.tbl, err = d.cat.LoadTable(context.Background(), d.tbl.Identifier()); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.tbl.CurrentSnapshot().SnapshotID; got != head {
+		t.Fatalf("head %d, want %d: a commit was sent after the lease was lost", got, head)
+	}
+	after := d.verify()
+	if after.LiveRows != before.LiveRows || after.Checksum != before.Checksum {
+		t.Fatalf("rows changed: %d %s, want %d %s", after.LiveRows, after.Checksum, before.LiveRows, before.Checksum)
+	}
+	for _, f := range testenv.Files(t, strings.TrimPrefix(d.tbl.Location(), "file://")) {
+		if strings.Contains(filepath.Base(f), "deletes-") && !strings.Contains(filepath.Base(f), "writer-") {
+			t.Fatalf("merged file %s left behind", f)
+		}
+	}
 }

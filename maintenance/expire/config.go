@@ -113,7 +113,7 @@ func (c Config) Validate() error {
 		v.Add("commit_retries", c.CommitRetries, "must be between 0 and 100")
 	}
 	if c.DeleteBatchSize < 0 || c.DeleteBatchSize > objstore.MaxDeleteBatch {
-		v.Add("delete_batch_size", c.DeleteBatchSize, fmt.Sprintf("must be between 1 and %d (the most keys one S3 DeleteObjects request takes)", objstore.MaxDeleteBatch))
+		v.Add("delete_batch_size", c.DeleteBatchSize, fmt.Sprintf("must be between 1 and %d (the most keys one S3 DeleteObjects request takes), or 0 for %d", objstore.MaxDeleteBatch, objstore.MaxDeleteBatch))
 	}
 	return v.Err()
 }
