@@ -22,6 +22,15 @@ import (
 // sorted across all its rows. The splitter still cuts files at the target
 // size within a sort group; its last file ends with it.
 
+// SortOrder is the order the plan writes each file in, in Spark's syntax,
+// and where it comes from; "" when the files are bin-packed.
+func (p *Plan) SortOrder() string {
+	if p.sort == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", p.sort, p.sort.source)
+}
+
 // withSortPath puts the sort path before paths when the plan has a sort
 // order: it takes every group then, and the direct paths, which write rows
 // in the order they read them, none.

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -289,6 +290,9 @@ func TestSortTableOrderCompactsIntoSortedFiles(t *testing.T) {
 	if plan.sort == nil || plan.sort.orderID == nil || *plan.sort.orderID != id {
 		t.Fatalf("plan sort %+v, want the table's order %d", plan.sort, id)
 	}
+	if got, want := plan.SortOrder(), "user_id, event_time DESC (table sort order 1)"; got != want {
+		t.Fatalf("plan sort order %q, want %q", got, want)
+	}
 	var paths pathLog
 	res, err := execute(ctx, f.cat, f.tbl, plan, cfg, Options{}, paths.watch(defaultPaths()))
 	if err != nil {
@@ -496,3 +500,60 @@ func TestSortStreamOrdersEveryType(t *testing.T) {
 }
 
 func decimal128FromInt(v int64) decimal128.Num { return decimal128.FromI64(v) }
+
+// A v3 table's rows keep their lineage through the sort: every row's
+// _row_id stays with its row.
+func TestSortKeepsRowLineageOnV3(t *testing.T) {
+	ctx := context.Background()
+	opt := gen.Options{Appends: 6, RowsPerAppend: 300, Partitions: 1, Seed: 7, FormatVersion: 3}
+	cat, tbl, dir := testenv.GeneratedTable(t, opt)
+	f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+	f.rows, f.sum = checksum(t, tbl)
+	before := rowIDs(t, tbl)
+	if int64(len(before)) != f.rows {
+		t.Fatalf("%d distinct row ids over %d rows", len(before), f.rows)
+	}
+	cfg := testConfig()
+	cfg.Strategy, cfg.SortOrder = StrategySort, "user_id DESC"
+	plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Execute(ctx, cat, tbl, plan, cfg, Options{})
+	if err != nil || res.FilesRewritten != 6 {
+		t.Fatalf("result %+v, %v; want 6 files rewritten", res, err)
+	}
+	checkCompacted(t, f, wantOrder{{name: gen.ColUserID, desc: true}}, nil)
+	after := rowIDs(t, f.reload(t))
+	if len(after) != len(before) {
+		t.Fatalf("%d row ids after, %d before", len(after), len(before))
+	}
+	for id, ev := range before {
+		if after[id] != ev {
+			t.Fatalf("row id %d: event %d after, %d before", id, after[id], ev)
+		}
+	}
+}
+
+// rowIDs maps each row's _row_id to its event_id.
+func rowIDs(t *testing.T, tbl *table.Table) map[int64]int64 {
+	t.Helper()
+	at, err := tbl.Scan(table.WithRowLineage()).ToArrowTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	ids, evs := at.Schema().FieldIndices(iceberg.RowIDColumnName), at.Schema().FieldIndices(gen.ColEventID)
+	if len(ids) != 1 || len(evs) != 1 {
+		t.Fatalf("no %s or %s column", iceberg.RowIDColumnName, gen.ColEventID)
+	}
+	out := map[int64]int64{}
+	idc, evc := at.Column(ids[0]).Data().Chunks(), at.Column(evs[0]).Data().Chunks()
+	for i := range idc {
+		a, b := idc[i].(*array.Int64), evc[i].(*array.Int64)
+		for r := range a.Len() {
+			out[a.Value(r)] = b.Value(r)
+		}
+	}
+	return out
+}
