@@ -48,6 +48,9 @@ type CompactReport struct {
 	// Where is the row filter that chose the files, relative dates
 	// resolved; empty when compaction looked at every file.
 	Where string `json:"where,omitempty"`
+	// SortOrder is the order each file is written in, and where it came
+	// from; empty when the files are bin-packed.
+	SortOrder string `json:"sort_order,omitempty"`
 }
 
 func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Config, req Request) Outcome {
@@ -63,7 +66,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 		PartitionsPlanned: plannedPartitions(plan),
 	}
 	rep.Groups, rep.Partitions = nonNil(rep.Groups), nonNil(rep.Partitions)
-	rep.Where = cfg.Where
+	rep.Where, rep.SortOrder = cfg.Where, plan.SortOrder()
 	for _, d := range plan.DeadDeletes {
 		rep.DeadDeletes = append(rep.DeadDeletes, d.FilePath())
 	}

@@ -643,6 +643,9 @@ func (g *globals) printOutcome(o maintenance.Outcome) error {
 				src = s.Source // which layer of the config, or which property
 			}
 			fmt.Fprintf(w, "  target file size %s (from %s)\n", maintenance.HumanBytes(c.TargetFileSize), src)
+			if c.SortOrder != "" {
+				fmt.Fprintf(w, "  each file sorted by %s\n", c.SortOrder)
+			}
 			for _, gr := range c.Groups {
 				fmt.Fprintf(w, "  rewrite %s: %d files, %s -> ~%d file(s) (%s)\n", gr.Partition, gr.Files,
 					maintenance.HumanBytes(gr.Bytes), gr.EstOutput, gr.Reason)

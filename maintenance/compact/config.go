@@ -106,6 +106,13 @@ type Config struct {
 	// has groups in at least this many partitions asks the other replicas
 	// to help; 0 never asks.
 	AssistMinPartitions int `yaml:"assist_min_partitions"`
+	// Strategy is binpack (also when empty) or sort; SortOrder (Spark's
+	// syntax) is the order sort writes tables without a sort order of
+	// their own in; SortMemory bounds the decoded rows of one sort group,
+	// 0 = DefaultSortMemory (sortorder.go).
+	Strategy   string `yaml:"strategy"`
+	SortOrder  string `yaml:"sort_order"`
+	SortMemory int64  `yaml:"sort_memory,size"`
 }
 
 // DefaultConfig returns the production defaults (Spark's where they exist).
@@ -201,5 +208,6 @@ func (c Config) Validate() error {
 	if c.AssistMinPartitions < 0 {
 		bad("assist_min_partitions", c.AssistMinPartitions, "must not be negative")
 	}
+	c.validateSort(&v)
 	return v.Err()
 }

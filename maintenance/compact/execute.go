@@ -127,7 +127,8 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		changes: map[int64]*snapshotChanges{},
 		claims:  newClaims(opts.Claims, tbl.Identifier()),
 		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
-	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts}, paths)
+	paths = withSortPath(plan, paths)
+	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts, sort: plan.sort}, paths)
 	if e.claims != nil {
 		defer e.claims.releaseAll(ctx)
 	}

@@ -46,6 +46,8 @@ type Plan struct {
 	DataFiles   int   // live data files seen by the planner
 	DataBytes   int64 // their bytes
 	DeleteFiles int   // live delete files attached to them
+
+	sort *sortSpec // the order files are written in; nil: bin-pack (sortorder.go)
 }
 
 // Group is a set of data files of one partition that are rewritten together.
@@ -161,6 +163,11 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	meta := tbl.Metadata()
 	p := &Plan{FormatVersion: meta.Version()}
 	p.TargetFileSize, p.MinFileSize, p.MaxFileSize, p.TargetSource = Sizes(cfg, tbl.Properties())
+	sort, err := planSort(meta, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("compaction sort order: %w", err)
+	}
+	p.sort = sort
 
 	snap := tbl.CurrentSnapshot()
 	if snap == nil {
@@ -251,6 +258,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
+		cands, _ = p.sort.candidates(cfg.Strategy, b.tasks, cands, bytes)
 		for _, tasks := range splitPartition(cands, p.TargetFileSize, cfg) {
 			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: reason}
 			deletes := map[string]bool{}

@@ -55,6 +55,7 @@ type pathEnv struct {
 	fs    iceio.IO
 	sizes fileSizes
 	opts  Options
+	sort  *sortSpec // the plan's sort order; nil: none (sort.go)
 
 	prepared  bool
 	direct    *directTable // nil when the table cannot take the direct path
@@ -178,9 +179,15 @@ type scanRewriter struct {
 	tbl                      *table.Table
 	sizes                    fileSizes
 	batchRows, bufferBatches int
+	sort                     *sortSpec // set: the sort path (sort.go)
 }
 
-func (s *scanRewriter) name() string { return "iceberg-go" }
+func (s *scanRewriter) name() string {
+	if s.sort != nil {
+		return "sort"
+	}
+	return "iceberg-go"
+}
 
 func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []iceberg.DataFile, readRows int64, err error) {
 	g, tbl := in.g, s.tbl
@@ -215,6 +222,11 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 		}
 		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
 	}
+	var sorted *sortedStream
+	if s.sort != nil {
+		sorted = s.sort.stream(s.batchRows)
+		records = sorted.sorted(ctx, records)
+	}
 	next, stop := iter.Pull2(records)
 	defer stop()
 	// Each file is one WriteRecords over the rows the splitter gives it:
@@ -245,6 +257,10 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 					}
 					readRows += r.NumRows()
 					rec = r
+					if sorted != nil && fileRows > 0 && sorted.startsGroup(rec) {
+						carry, more = rec, true // a file holds one sort group's rows
+						return
+					}
 				}
 				room := split.room(fileRows)
 				if room == 0 {
@@ -269,6 +285,9 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 				return files, readRows, fmt.Errorf("write group: %w", werr)
 			}
 			split.closed(df)
+			if df, werr = s.sort.stamp(meta, df); werr != nil {
+				return files, readRows, werr
+			}
 			files = append(files, df)
 		}
 	}
