@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // GCEnabled is the table property that allows deleting files.
@@ -29,6 +30,18 @@ const (
 	SummaryRunID     = "maintainer.run-id"    // the run that made the commit
 	SummaryBatch     = "maintainer.batch"     // the batch of groups within the run
 )
+
+// RunSnapshot returns the snapshot of meta that the maintainer's run runID
+// committed for batch ("" for a run that commits once), or nil: how a run
+// whose commit got no answer learns whether it landed.
+func RunSnapshot(meta table.Metadata, runID, batch string) *table.Snapshot {
+	for _, s := range meta.Snapshots() {
+		if s.Summary != nil && s.Summary.Properties[SummaryRunID] == runID && s.Summary.Properties[SummaryBatch] == batch {
+			return &s
+		}
+	}
+	return nil
+}
 
 // OverridePrefix starts the table properties that override the
 // maintainer's config for the one table: maintainer.<task>.<key>, as

@@ -621,13 +621,11 @@ func (e *executor) findOwnSnapshot(ctx context.Context, batchID string) *table.S
 	if err != nil {
 		return nil
 	}
-	for _, s := range fresh.Metadata().Snapshots() {
-		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == e.opts.RunID && s.Summary.Properties[tableprops.SummaryBatch] == batchID {
-			e.current = fresh
-			return &s
-		}
+	s := tableprops.RunSnapshot(fresh.Metadata(), e.opts.RunID, batchID)
+	if s != nil {
+		e.current = fresh
 	}
-	return nil
+	return s
 }
 
 func parent(meta table.Metadata, s *table.Snapshot) *table.Snapshot {

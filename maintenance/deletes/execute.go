@@ -322,10 +322,8 @@ func findOwnSnapshot(ctx context.Context, cat TableLoader, tbl *table.Table, run
 	if err != nil {
 		return 0
 	}
-	for _, s := range fresh.Metadata().Snapshots() {
-		if s.Summary != nil && s.Summary.Properties[tableprops.SummaryRunID] == runID {
-			return s.SnapshotID
-		}
+	if s := tableprops.RunSnapshot(fresh.Metadata(), runID, ""); s != nil {
+		return s.SnapshotID
 	}
 	return 0
 }
