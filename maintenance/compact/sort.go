@@ -17,7 +17,8 @@ import (
 // sort path takes every group before the others: it is iceberg-go's path
 // (scanRewriter: deletes applied, old files projected) with the group's
 // rows sorted between the scan and the writer. The rows are gathered, as
-// decoded Arrow batches, up to the sort's memory budget, sorted, and
+// decoded Arrow batches, up to the sort's memory budget, sorted by their
+// keys (the columns, or their transformed values: sortkeys.go), and
 // written; a group holding more is sorted as several sort groups one after
 // another, and a file never holds rows of two of them, so every file is
 // sorted across all its rows. The splitter still cuts files at the target

@@ -126,6 +126,19 @@ func TestSortConfigValidation(t *testing.T) {
 	}
 }
 
+// compactWith plans and executes a compaction of f by cfg.
+func compactWith(t *testing.T, f *fixture, cfg Config) {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setSortOrder gives the table a default sort order of fields.
 func setSortOrder(t *testing.T, f *fixture, fields ...table.SortField) int {
 	t.Helper()
@@ -353,13 +366,7 @@ func TestSortStrategyWithConfigOrderOnUnsortedTable(t *testing.T) {
 	cfg := testConfig()
 	cfg.Strategy, cfg.SortOrder = StrategySort, "country DESC NULLS LAST, amount, event_id"
 	cfg.MinInputFiles = 2
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	compactWith(t, f, cfg)
 	order := wantOrder{{name: gen.ColCountry, desc: true}, {name: gen.ColAmount, nullsFirst: true}, {name: gen.ColEventID, nullsFirst: true}}
 	sorted := checkCompacted(t, f, order, nil)
 
@@ -374,7 +381,7 @@ func TestSortStrategyWithConfigOrderOnUnsortedTable(t *testing.T) {
 	}
 	f.tbl = tbl
 	f.rows, f.sum = checksum(t, tbl)
-	plan, err = PlanTable(ctx, tbl, cfg, time.Now())
+	plan, err := PlanTable(ctx, tbl, cfg, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

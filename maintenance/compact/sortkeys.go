@@ -204,19 +204,9 @@ func icebergValues(arr arrow.Array, src iceberg.Type) (func(int) any, error) {
 	case *array.Decimal128:
 		scale := int(a.DataType().(*arrow.Decimal128Type).Scale)
 		return func(i int) any { return iceberg.Decimal{Val: a.Value(i), Scale: scale} }, nil
-	case *array.String:
+	case interface{ Value(int) string }: // string, large and view
 		return func(i int) any { return a.Value(i) }, nil
-	case *array.LargeString:
-		return func(i int) any { return a.Value(i) }, nil
-	case *array.StringView:
-		return func(i int) any { return a.Value(i) }, nil
-	case *array.Binary:
-		return func(i int) any { return a.Value(i) }, nil
-	case *array.LargeBinary:
-		return func(i int) any { return a.Value(i) }, nil
-	case *array.BinaryView:
-		return func(i int) any { return a.Value(i) }, nil
-	case *array.FixedSizeBinary:
+	case interface{ Value(int) []byte }: // binary, large, view and fixed
 		return func(i int) any { return a.Value(i) }, nil
 	case array.ExtensionArray: // uuid: its bytes, which bucket hashes
 		return icebergValues(a.Storage(), src)
