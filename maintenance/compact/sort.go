@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
@@ -16,7 +17,8 @@ import (
 // sort path takes every group before the others: it is iceberg-go's path
 // (scanRewriter: deletes applied, old files projected) with the group's
 // rows sorted between the scan and the writer. The rows are gathered, as
-// decoded Arrow batches, up to the sort's memory budget, sorted, and
+// decoded Arrow batches, up to the sort's memory budget, sorted by their
+// keys (the columns, or their transformed values: sortkeys.go), and
 // written; a group holding more is sorted as several sort groups one after
 // another, and a file never holds rows of two of them, so every file is
 // sorted across all its rows. The splitter still cuts files at the target
@@ -48,8 +50,51 @@ func sortPath(env *pathEnv) rewriter {
 		return declining{path: "sort", why: "the table has no sort order and the strategy is binpack"}
 	}
 	s := scanPath(env).(*scanRewriter)
-	s.sort = env.sort
+	view, err := unsortedView(env.tbl)
+	if err != nil {
+		return failing{path: "sort", err: err}
+	}
+	s.tbl, s.sort = view, env.sort
 	return s
+}
+
+// unsortedView is tbl as its writer sees it: the same metadata with no
+// default sort order. The rows reach the writer sorted; with the table's
+// order iceberg-go's writer sorts each batch again by the order's source
+// columns, which undoes an order by a transform (bucket, truncate, days)
+// or its ties broken by the next key.
+func unsortedView(tbl *table.Table) (*table.Table, error) {
+	meta := tbl.Metadata()
+	if meta.DefaultSortOrder() == table.UnsortedSortOrderID {
+		return tbl, nil
+	}
+	b, err := table.MetadataBuilderFromBase(meta, tbl.MetadataLocation())
+	if err != nil {
+		return nil, fmt.Errorf("table metadata without its sort order: %w", err)
+	}
+	unsorted := table.UnsortedSortOrder
+	if err := b.AddSortOrder(&unsorted); err != nil {
+		return nil, fmt.Errorf("table metadata without its sort order: %w", err)
+	}
+	if err := b.SetDefaultSortOrderID(table.UnsortedSortOrderID); err != nil {
+		return nil, fmt.Errorf("table metadata without its sort order: %w", err)
+	}
+	view, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("table metadata without its sort order: %w", err)
+	}
+	return table.New(tbl.Identifier(), view, tbl.MetadataLocation(), tbl.FS, nil), nil
+}
+
+// failing is a path that fails every group with err.
+type failing struct {
+	path string
+	err  error
+}
+
+func (f failing) name() string { return f.path }
+func (f failing) rewrite(context.Context, *groupInput) ([]iceberg.DataFile, int64, error) {
+	return nil, 0, f.err
 }
 
 // declining is a path that declines every group.
@@ -58,26 +103,6 @@ type declining struct{ path, why string }
 func (d declining) name() string { return d.path }
 func (d declining) rewrite(context.Context, *groupInput) ([]iceberg.DataFile, int64, error) {
 	return nil, 0, &declined{why: d.why}
-}
-
-// sortKeys resolves the order's columns in the scan's Arrow schema.
-func (s *sortSpec) sortKeys(sc *arrow.Schema) ([]compute.SortKey, error) {
-	keys := make([]compute.SortKey, 0, len(s.keys))
-	for _, k := range s.keys {
-		idx := sc.FieldIndices(k.name)
-		if len(idx) != 1 {
-			return nil, fmt.Errorf("sort column %q is not in the rows read", k.name)
-		}
-		key := compute.SortKey{ColumnIndex: idx[0], Order: compute.SortOrderAscending, NullPlacement: compute.SortNullsAtEnd}
-		if k.desc {
-			key.Order = compute.SortOrderDescending
-		}
-		if k.nullsFirst {
-			key.NullPlacement = compute.SortNullsAtStart
-		}
-		keys = append(keys, key)
-	}
-	return keys, nil
 }
 
 // sortedStream is the sort between a group's scan and its writer.
@@ -151,14 +176,9 @@ func (st *sortedStream) sorted(ctx context.Context, in iter.Seq2[arrow.RecordBat
 func (st *sortedStream) emit(ctx context.Context, recs []arrow.RecordBatch, yield func(arrow.RecordBatch, error) bool) bool {
 	tbl := array.NewTableFromRecords(recs[0].Schema(), recs)
 	defer tbl.Release()
-	keys, err := st.spec.sortKeys(recs[0].Schema())
+	idx, err := st.spec.order(ctx, tbl)
 	if err != nil {
 		yield(nil, err)
-		return false
-	}
-	idx, err := compute.SortIndicesTable(ctx, tbl, keys)
-	if err != nil {
-		yield(nil, fmt.Errorf("sort rows: %w", err))
 		return false
 	}
 	defer idx.Release()
@@ -180,6 +200,30 @@ func (st *sortedStream) emit(ctx context.Context, recs []arrow.RecordBatch, yiel
 		}
 	}
 	return true
+}
+
+// order is the indices of tbl's rows in the sort's order: stable, so rows
+// with equal keys keep the order they were read in.
+func (s *sortSpec) order(ctx context.Context, tbl arrow.Table) (arrow.Array, error) {
+	mem := memory.DefaultAllocator
+	keyed, keys, err := s.keyTable(tbl, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer keyed.Release()
+	if len(keys) == 0 { // only void keys: the order read
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		for i := range tbl.NumRows() {
+			b.Append(i)
+		}
+		return b.NewArray(), nil
+	}
+	idx, err := compute.SortIndicesTable(ctx, keyed, keys)
+	if err != nil {
+		return nil, fmt.Errorf("sort rows: %w", err)
+	}
+	return idx, nil
 }
 
 // takeRows takes the rows of tbl at indices, in their order, into one

@@ -41,7 +41,33 @@ func TestSortOrderParse(t *testing.T) {
 		{in: "id NULLS MIDDLE", err: "FIRST or LAST"},
 		{in: "id SIDEWAYS", err: "want column"},
 		{in: "id, id DESC", err: `"id" appears twice`},
-		{in: "bucket(4, id)", err: "transforms are not supported"},
+		{in: "bucket(16, id)", want: []SortColumn{{Name: "id", Transform: iceberg.BucketTransform{NumBuckets: 16}, NullsFirst: true}}},
+		{in: "BUCKET(4,`odd, name`) DESC", want: []SortColumn{{Name: "odd, name", Transform: iceberg.BucketTransform{NumBuckets: 4}, Desc: true}}},
+		{in: "truncate(name, 4) NULLS LAST", want: []SortColumn{{Name: "name", Transform: iceberg.TruncateTransform{Width: 4}}}},
+		{in: "truncate(4, name)", want: []SortColumn{{Name: "name", Transform: iceberg.TruncateTransform{Width: 4}, NullsFirst: true}}},
+		{in: "years(ts), month(d) DESC, days(e), date(f), hours(g) NULLS LAST, date_hour(h), identity(i)", want: []SortColumn{
+			{Name: "ts", Transform: iceberg.YearTransform{}, NullsFirst: true}, {Name: "d", Transform: iceberg.MonthTransform{}, Desc: true},
+			{Name: "e", Transform: iceberg.DayTransform{}, NullsFirst: true}, {Name: "f", Transform: iceberg.DayTransform{}, NullsFirst: true},
+			{Name: "g", Transform: iceberg.HourTransform{}}, {Name: "h", Transform: iceberg.HourTransform{}, NullsFirst: true},
+			{Name: "i", NullsFirst: true}}},
+		{in: "bucket(4, id), id DESC", want: []SortColumn{{Name: "id", Transform: iceberg.BucketTransform{NumBuckets: 4}, NullsFirst: true}, {Name: "id", Desc: true}}},
+		{in: "id, identity(id)", err: `"id" appears twice`},
+		{in: "bucket(4, id), bucket(4, id) DESC", err: `bucket[4] of column "id" appears twice`},
+		{in: "zorder(a, b)", err: `unknown transform "zorder"`},
+		{in: "bucket(0, id)", err: "positive integer"},
+		{in: "bucket(id, 16)", err: "positive integer"},
+		{in: "bucket(99999999999, id)", err: "positive integer"},
+		{in: "bucket(16)", err: "bucket takes"},
+		{in: "truncate(name, -1)", err: "positive integer"},
+		{in: "truncate(name, x)", err: "positive integer"},
+		{in: "truncate(4, 5)", err: "want a column"},
+		{in: "days(ts, 2)", err: "takes one column"},
+		{in: "days()", err: "takes one column"},
+		{in: "days(ts,)", err: "argument missing"},
+		{in: "days(ts", err: "unclosed parenthesis"},
+		{in: "days(ts) DESC x", err: "want column"},
+		{in: "`days`(ts)", err: "not quoted"},
+		{in: "bucket(4, f(x))", err: "arguments must be"},
 		{in: "`id", err: "unterminated backquote"},
 	} {
 		got, err := ParseSortOrder(tc.in)
@@ -78,6 +104,8 @@ func TestSortConfigValidation(t *testing.T) {
 		{"bad sort_order", func(c *Config) { c.Strategy, c.SortOrder = StrategySort, "id NULLS" }, "sort_order"},
 		{"sort_order without sort", func(c *Config) { c.SortOrder = "id" }, "sort_order"},
 		{"zorder", func(c *Config) { c.Strategy = "zorder" }, "strategy"},
+		{"unknown transform", func(c *Config) { c.Strategy, c.SortOrder = StrategySort, "id, zorder(a, b)" }, "sort_order"},
+		{"bad width", func(c *Config) { c.Strategy, c.SortOrder = StrategySort, "truncate(name, 0)" }, "sort_order"},
 		{"tiny sort_memory", func(c *Config) { c.SortMemory = 1000 }, "sort_memory"},
 		{"negative sort_memory", func(c *Config) { c.SortMemory = -1 }, "sort_memory"},
 	} {
@@ -89,10 +117,25 @@ func TestSortConfigValidation(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error naming %s", tc.name, err, tc.field)
 		}
 	}
-	c := DefaultConfig()
-	c.Strategy, c.SortOrder = StrategySort, "event_id DESC"
-	if err := c.Validate(); err != nil {
-		t.Errorf("valid sort config: %v", err)
+	for _, order := range []string{"event_id DESC", "bucket(16, user_id), truncate(country, 2) DESC NULLS FIRST, days(event_time)"} {
+		c := DefaultConfig()
+		c.Strategy, c.SortOrder = StrategySort, order
+		if err := c.Validate(); err != nil {
+			t.Errorf("valid sort config %q: %v", order, err)
+		}
+	}
+}
+
+// compactWith plans and executes a compaction of f by cfg.
+func compactWith(t *testing.T, f *fixture, cfg Config) {
+	t.Helper()
+	ctx := context.Background()
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -167,7 +210,12 @@ func checkSorted(t *testing.T, path string, at arrow.Table, order wantOrder) {
 	}
 	for r := 1; r < int(at.NumRows()); r++ {
 		for i, k := range order {
-			c := compareCell(t, cols[i], r-1, r, k)
+			var c int
+			if k.transform != nil {
+				c = compareTransformed(t, cols[i], r-1, r, k)
+			} else {
+				c = compareCell(t, cols[i], r-1, r, k)
+			}
 			if c < 0 {
 				break
 			}
@@ -318,13 +366,7 @@ func TestSortStrategyWithConfigOrderOnUnsortedTable(t *testing.T) {
 	cfg := testConfig()
 	cfg.Strategy, cfg.SortOrder = StrategySort, "country DESC NULLS LAST, amount, event_id"
 	cfg.MinInputFiles = 2
-	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	compactWith(t, f, cfg)
 	order := wantOrder{{name: gen.ColCountry, desc: true}, {name: gen.ColAmount, nullsFirst: true}, {name: gen.ColEventID, nullsFirst: true}}
 	sorted := checkCompacted(t, f, order, nil)
 
@@ -339,7 +381,7 @@ func TestSortStrategyWithConfigOrderOnUnsortedTable(t *testing.T) {
 	}
 	f.tbl = tbl
 	f.rows, f.sum = checksum(t, tbl)
-	plan, err = PlanTable(ctx, tbl, cfg, time.Now())
+	plan, err := PlanTable(ctx, tbl, cfg, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
