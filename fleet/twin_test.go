@@ -17,35 +17,17 @@ import (
 	"github.com/iceberg-maintainer/maintainer/lock/redislock"
 )
 
-// syncBuffer is a log sink written by several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // twin is one process's member of the fleet: its own metrics and log.
 type twin struct {
 	m   *fleet.Member
 	met *fleet.Metrics
 	reg *prometheus.Registry
-	log *syncBuffer
+	log *bytes.Buffer // Refresh logs on the test's goroutine
 }
 
 func newTwin(t *testing.T, id string, b fleet.Backend, ttl time.Duration, now func() time.Time) *twin {
 	t.Helper()
-	tw := &twin{reg: prometheus.NewRegistry(), log: &syncBuffer{}}
+	tw := &twin{reg: prometheus.NewRegistry(), log: &bytes.Buffer{}}
 	tw.met = fleet.NewMetrics(tw.reg)
 	m, err := fleet.New(fleet.Config{ID: id, TTL: ttl}, fleet.Deps{Backend: b, Metrics: tw.met, Now: now,
 		Logger: slog.New(slog.NewTextHandler(tw.log, nil))})
