@@ -72,6 +72,26 @@ func (w *genWarehouse) compactedNow(t *testing.T, name string) (yes bool) {
 	return yes
 }
 
+// fleetConfig is the text of the warehouse's Redis config for serve
+// replicas: the API on a free port with the test token, a 1s poll, the
+// given replica_id, lock.ttl 3s (tables change hands within seconds), and
+// extra YAML.
+func (w *genWarehouse) fleetConfig(t *testing.T, addr, replicaID, extra string) string {
+	t.Helper()
+	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
+	cfg, _ := w.redisConfig(t, addr, "server:\n  listen: 127.0.0.1:0\n  token_file: "+token+
+		"\nscheduler:\n  poll_interval: 1s\n  replica_id: "+replicaID+"\n"+extra)
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1)
+	if out == string(text) {
+		t.Fatalf("no lock.ttl to shorten in:\n%s", text)
+	}
+	return out
+}
+
 func (p *serveProc) fleet() fleetStatus {
 	p.t.Helper()
 	_, body := p.api("GET", "/v1/status", serveToken, "")
@@ -129,14 +149,7 @@ func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	w := newGenWarehouseOf(t, s3Catalog(srv), small, names[1:]...)
 	bigOpt := gen.Options{Appends: 100, RowsPerAppend: 1000, Partitions: 20, Seed: 7}
 	w.create(t, big, bigOpt)
-	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
-	cfg, _ := w.redisConfig(t, addr, `server:
-  listen: 127.0.0.1:0
-  token_file: `+token+`
-scheduler:
-  poll_interval: 1s
-  replica_id: REPLICA
-metrics:
+	text := w.fleetConfig(t, addr, "REPLICA", `metrics:
   health_interval: 1s
 tables:
   - match: "demo.*"
@@ -149,14 +162,9 @@ tables:
     compact:
       trigger: {commit_count: 101}
 `)
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text = []byte(strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1))
 	procs := map[string]*serveProc{}
 	for _, id := range ids {
-		c := writeFile(t, filepath.Join(w.dir, id+".yaml"), strings.Replace(string(text), "replica_id: REPLICA", "replica_id: "+id, 1))
+		c := writeFile(t, filepath.Join(w.dir, id+".yaml"), strings.Replace(text, "replica_id: REPLICA", "replica_id: "+id, 1))
 		procs[id] = startServe(t, w, c)
 	}
 	for _, id := range ids {
@@ -346,19 +354,7 @@ func TestFleetSharedReplicaIDFailsReadiness(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Need(t)
 	w := newGenWarehouseOf(t, sqliteCatalog, gen.Options{Appends: 3, RowsPerAppend: 10, Partitions: 1, Seed: 5}, "events")
-	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
-	cfg, _ := w.redisConfig(t, addr, `server:
-  listen: 127.0.0.1:0
-  token_file: `+token+`
-scheduler:
-  poll_interval: 1s
-  replica_id: twin
-`)
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = writeFile(t, cfg, strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1))
+	cfg := writeFile(t, filepath.Join(w.dir, "twin.yaml"), w.fleetConfig(t, addr, "twin", ""))
 	procs := []*serveProc{startServe(t, w, cfg), startServe(t, w, cfg)}
 	for i, p := range procs {
 		p.waitFor(fmt.Sprintf("process %d not ready for the shared id", i), func() bool {
