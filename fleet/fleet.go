@@ -239,7 +239,7 @@ func (m *Member) checkTwin(prev string, at time.Time) {
 	if !m.beat || prev == "" || prev == m.instance {
 		return
 	}
-	if m.twinAt.IsZero() || at.Sub(m.twinAt) >= m.cfg.TTL || prev != m.twin {
+	if m.twinAt.IsZero() || at.Sub(m.twinAt) >= m.cfg.TTL { // once a streak: with 3 twins prev alternates
 		m.log.Error("another process heartbeats this replica's id: replicas with one id count as one member and the fleet does not divide (each table keeps one runner at a time through its lease); give each replica its own scheduler.replica_id",
 			"replica", m.cfg.ID, "instance", m.instance, "other_instance", prev)
 	}
