@@ -13,6 +13,14 @@
 // backend keeps its last view for at most one TTL (the time its own
 // heartbeat lives), then owns nothing until it reaches the backend again:
 // by then the others no longer count it, and take its tables.
+//
+// Each heartbeat carries the process's instance nonce, so two processes
+// given the same id (scheduler.replica_id set to one literal on every pod)
+// are found out: such replicas count as one member, both own that
+// member's share, and the fleet does not divide. A member that finds its
+// id heartbeated by another instance since its own last heartbeat says so
+// (an error log, a counter, View.Conflict) and goes on: the per-table
+// lease keeps the twins apart, as it does for any two replicas.
 package fleet
 
 import (
@@ -75,8 +83,10 @@ func DefaultID() string {
 // Backend stores the heartbeats. lock/redislock.Locker implements it on
 // Redis (a quorum of nodes), Local in process.
 type Backend interface {
-	// Heartbeat marks id alive for ttl.
-	Heartbeat(ctx context.Context, id string, ttl time.Duration) error
+	// Heartbeat marks id alive for ttl, written by the process instance,
+	// and returns the instance whose heartbeat of id it replaced: "" when
+	// none lived, else any other than instance when one was found.
+	Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (prev string, err error)
 	// Members lists the ids whose heartbeat has not expired.
 	Members(ctx context.Context) ([]string, error)
 	// Leave removes id at once.
@@ -94,11 +104,12 @@ type Deps struct {
 // Member is this replica's membership: its heartbeat and its view of the
 // others. It is safe for concurrent use.
 type Member struct {
-	cfg     Config
-	b       Backend
-	metrics *Metrics
-	log     *slog.Logger
-	now     func() time.Time
+	cfg      Config
+	instance string // this process's nonce in its heartbeats
+	b        Backend
+	metrics  *Metrics
+	log      *slog.Logger
+	now      func() time.Time
 
 	round sync.Mutex // one heartbeat-and-list round at a time
 
@@ -107,6 +118,11 @@ type Member struct {
 	good    time.Time // start of the last good round (zero: none yet)
 	lastErr string    // of the last round, "" when it was good
 	left    bool
+	beat    bool // a heartbeat of this member's has been stored
+	// twin is the other instance last found heartbeating this id, at
+	// twinAt (zero: none yet).
+	twin   string
+	twinAt time.Time
 }
 
 // New returns a member that has not joined yet: Refresh or Run joins.
@@ -123,7 +139,15 @@ func New(cfg Config, d Deps) (*Member, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Member{cfg: cfg, b: d.Backend, metrics: d.Metrics, log: d.Logger, now: d.Now}, nil
+	return &Member{cfg: cfg, instance: newInstance(), b: d.Backend, metrics: d.Metrics, log: d.Logger, now: d.Now}, nil
+}
+
+// newInstance is a random nonce naming one process among those that may
+// share an id.
+func newInstance() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }
 
 // ID is this member's id.
@@ -165,10 +189,11 @@ func (m *Member) Refresh(ctx context.Context) error {
 	// The listing first: a member that cannot list (its view expires) must
 	// not go on heartbeating, or the others would count it for ever and
 	// its share of the tables would be nobody's.
+	var prev string
 	members, err := m.b.Members(ctx)
 	if err != nil {
 		err = fmt.Errorf("fleet member %s: list members: %w", m.cfg.ID, err)
-	} else if err = m.b.Heartbeat(ctx, m.cfg.ID, m.cfg.TTL); err != nil {
+	} else if prev, err = m.b.Heartbeat(ctx, m.cfg.ID, m.instance, m.cfg.TTL); err != nil {
 		err = fmt.Errorf("fleet member %s: heartbeat: %w", m.cfg.ID, err)
 	}
 	if err != nil && ctx.Err() != nil {
@@ -201,7 +226,25 @@ func (m *Member) Refresh(ctx context.Context) error {
 	}
 	m.members, m.good, m.lastErr = members, start, ""
 	m.metrics.members(members)
+	m.checkTwin(prev, start)
+	m.beat = true
 	return nil
+}
+
+// checkTwin records another instance found in this id's heartbeat. The
+// first heartbeat of a process may replace a dead predecessor's (a pod
+// restarted under its name, its old heartbeat not yet expired), so only a
+// later one counts: by then only a live process can have written the id.
+func (m *Member) checkTwin(prev string, at time.Time) {
+	if !m.beat || prev == "" || prev == m.instance {
+		return
+	}
+	if m.twinAt.IsZero() || at.Sub(m.twinAt) >= m.cfg.TTL { // once a streak: with 3 twins prev alternates
+		m.log.Error("another process heartbeats this replica's id: replicas with one id count as one member and the fleet does not divide (each table keeps one runner at a time through its lease); give each replica its own scheduler.replica_id",
+			"replica", m.cfg.ID, "instance", m.instance, "other_instance", prev)
+	}
+	m.twin, m.twinAt = prev, at
+	m.metrics.conflict()
 }
 
 // leave removes this member from the membership, bounded by one TTL. From
@@ -233,6 +276,9 @@ type View struct {
 	Until time.Time
 	// Err is the last round's error ("" when it was good).
 	Err string
+	// Conflict says that another process heartbeated this member's id
+	// within the last TTL ("" when none did).
+	Conflict string
 }
 
 // View returns the current view.
@@ -244,6 +290,10 @@ func (m *Member) View() View {
 
 func (m *Member) viewLocked(now time.Time) View {
 	v := View{Self: m.cfg.ID, Members: []string{}, Err: m.lastErr}
+	if !m.twinAt.IsZero() && now.Sub(m.twinAt) < m.cfg.TTL {
+		v.Conflict = fmt.Sprintf("replica id %s is heartbeated by another process too (instance %s, this one %s, last seen %s): give each replica its own scheduler.replica_id",
+			m.cfg.ID, m.twin, m.instance, m.twinAt.UTC().Format(time.RFC3339))
+	}
 	if m.good.IsZero() || m.left {
 		return v
 	}

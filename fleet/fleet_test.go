@@ -188,11 +188,11 @@ func (f *failing) err() error {
 	}
 	return nil
 }
-func (f *failing) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+func (f *failing) Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (string, error) {
 	if err := f.err(); err != nil {
-		return err
+		return "", err
 	}
-	return f.Backend.Heartbeat(ctx, id, ttl)
+	return f.Backend.Heartbeat(ctx, id, instance, ttl)
 }
 func (f *failing) Members(ctx context.Context) ([]string, error) {
 	if err := f.err(); err != nil {

@@ -13,6 +13,7 @@ type Local struct {
 	now func() time.Time
 	mu  sync.Mutex
 	exp map[string]time.Time
+	by  map[string]string // the instance of each id's last heartbeat
 }
 
 // NewLocal returns an empty membership on clock now (nil: time.Now).
@@ -20,17 +21,23 @@ func NewLocal(now func() time.Time) *Local {
 	if now == nil {
 		now = time.Now
 	}
-	return &Local{now: now, exp: map[string]time.Time{}}
+	return &Local{now: now, exp: map[string]time.Time{}, by: map[string]string{}}
 }
 
 var _ Backend = (*Local)(nil)
 
-// Heartbeat marks id alive for ttl.
-func (l *Local) Heartbeat(_ context.Context, id string, ttl time.Duration) error {
+// Heartbeat marks id alive for ttl by instance, and returns the instance
+// of the heartbeat it replaced ("" when none lived).
+func (l *Local) Heartbeat(_ context.Context, id, instance string, ttl time.Duration) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.exp[id] = l.now().Add(ttl)
-	return nil
+	now := l.now()
+	prev := ""
+	if exp, ok := l.exp[id]; ok && now.Before(exp) {
+		prev = l.by[id]
+	}
+	l.exp[id], l.by[id] = now.Add(ttl), instance
+	return prev, nil
 }
 
 // Members lists the ids whose heartbeat has not expired, sorted.
@@ -44,6 +51,7 @@ func (l *Local) Members(context.Context) ([]string, error) {
 			out = append(out, id)
 		} else {
 			delete(l.exp, id)
+			delete(l.by, id)
 		}
 	}
 	slices.Sort(out)
@@ -55,5 +63,6 @@ func (l *Local) Leave(_ context.Context, id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.exp, id)
+	delete(l.by, id)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -101,6 +102,11 @@ type Runner struct {
 	// assist is where a large shared compaction asks for help (nil: it
 	// does not).
 	assist *AssistBoard
+	// sharing remembers, by table, whether compact.group_leases was on at
+	// the table's last load (serve's poll loads it just before a run), so
+	// a busy table that cannot be shared is skipped without another load.
+	sharingMu sync.Mutex
+	sharing   map[string]bool
 }
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
@@ -168,7 +174,7 @@ func NewRunner(d Deps) *Runner {
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
 		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
-		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist}
+		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: map[string]bool{}}
 	d.Metrics.WatchRunning(r.Running)
 	return r
 }
@@ -310,7 +316,8 @@ func (r *Runner) list(ctx context.Context, keep func(ident string) bool) ([]tabl
 // partition leases, taking the table's lease only around its commits, so
 // other replicas can compact the table at the same time; the later tasks
 // then take the table's lease again for their whole run, as expiry and
-// orphan removal must.
+// orphan removal must. A busy table whose last load had group_leases off
+// is reported busy without loading it again.
 func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Request) []Outcome {
 	name := strings.Join(ident, ".")
 	tasks := req.Tasks
@@ -335,7 +342,7 @@ func (r *Runner) RunTable(ctx context.Context, ident table.Identifier, req Reque
 		// A shared compaction holds the table's lease only around its
 		// commits: the holder may be one of them, and this compaction can
 		// join it (its own commits wait for the lease).
-		if !slices.Contains(tasks, TaskCompact) || busy[0].Status != StatusBusy {
+		if !slices.Contains(tasks, TaskCompact) || busy[0].Status != StatusBusy || !r.mayShare(name) {
 			out = busy
 			return out
 		}
@@ -584,7 +591,22 @@ func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) 
 		// The config and this table's properties contradict each other.
 		return nil, Policy{}, fmt.Errorf("settings for table %s: %w", name, err)
 	}
+	r.sharingMu.Lock()
+	r.sharing[name] = pol.Compact.GroupLeases
+	r.sharingMu.Unlock()
 	return tbl, pol, nil
+}
+
+// mayShare reports whether a compaction of the table may run on
+// partition leases as of its last load: true when it was never loaded. A
+// table property that turned group_leases on since is seen at the next
+// load (serve's next poll); until then the busy table is skipped, which is
+// never unsafe.
+func (r *Runner) mayShare(name string) bool {
+	r.sharingMu.Lock()
+	defer r.sharingMu.Unlock()
+	on, seen := r.sharing[name]
+	return on || !seen
 }
 
 // loadError wraps a failed load with the table's metadata file when the

@@ -69,11 +69,11 @@ func (b *switchable) err() error {
 	}
 	return nil
 }
-func (b *switchable) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+func (b *switchable) Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (string, error) {
 	if err := b.err(); err != nil {
-		return err
+		return "", err
 	}
-	return b.Backend.Heartbeat(ctx, id, ttl)
+	return b.Backend.Heartbeat(ctx, id, instance, ttl)
 }
 
 // fleetClock is the tests' time, moved by hand.

@@ -17,6 +17,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/fleet"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/redistest"
+	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 )
 
 // fleetStatus is the fleet part of GET /v1/status.
@@ -60,6 +61,37 @@ func (w *genWarehouse) appendTo(t testing.TB, name string, opt gen.Options, k in
 	}
 }
 
+// compactedNow says whether the table's current snapshot is a compaction,
+// from its metadata alone (w.state reads every row).
+func (w *genWarehouse) compactedNow(t *testing.T, name string) (yes bool) {
+	t.Helper()
+	w.withTable(t, name, func(tbl *table.Table) {
+		cur := tbl.CurrentSnapshot()
+		yes = cur != nil && cur.Summary != nil && cur.Summary.Properties["maintainer.operation"] == "compact"
+	})
+	return yes
+}
+
+// fleetConfig is the text of the warehouse's Redis config for serve
+// replicas: the API on a free port with the test token, a 1s poll, the
+// given replica_id, lock.ttl 3s (tables change hands within seconds), and
+// extra YAML.
+func (w *genWarehouse) fleetConfig(t *testing.T, addr, replicaID, extra string) string {
+	t.Helper()
+	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
+	cfg, _ := w.redisConfig(t, addr, "server:\n  listen: 127.0.0.1:0\n  token_file: "+token+
+		"\nscheduler:\n  poll_interval: 1s\n  replica_id: "+replicaID+"\n"+extra)
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1)
+	if out == string(text) {
+		t.Fatalf("no lock.ttl to shorten in:\n%s", text)
+	}
+	return out
+}
+
 func (p *serveProc) fleet() fleetStatus {
 	p.t.Helper()
 	_, body := p.api("GET", "/v1/status", serveToken, "")
@@ -84,14 +116,19 @@ func compactions(p *serveProc, from int) map[string]int {
 	return out
 }
 
-// Three serve replicas over one catalog of 20 tables share one
-// redis-server: each table is compacted once, by the replica rendezvous
-// hashing gives it. One replica killed with SIGKILL as it starts compacting
-// one of its tables hands its tables to the other two (its heartbeat and its
-// lease expire after lock.ttl), which compact them with every row kept.
+// Three serve replicas over one catalog of 20 tables (their files on the
+// in-process S3 server) share one redis-server: each table is compacted
+// once, by the replica rendezvous hashing gives it. One replica is killed
+// with SIGKILL in the middle of compacting one of its tables: its first
+// group's file written, its second group's write held by the S3 server
+// until the kill. It hands its tables to the other two (its heartbeat and
+// its lease expire after lock.ttl), which compact them with every row kept,
+// each file replaced once, and the killed replica's file left unreferenced
+// for the orphan pass.
 func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Need(t)
+	srv := s3test.Start(t, fleetBucket)
 	ids := []string{"r1", "r2", "r3"}
 	// 19 small tables: 15 commits, 5 files in each of 3 partitions, below
 	// commit_count (16) until the writer adds one. And a bigger one of
@@ -109,17 +146,10 @@ func TestFleetSharesTablesAndSurvivesAKill(t *testing.T) {
 		names = append(names, fmt.Sprintf("t%02d", i))
 	}
 	small := gen.Options{Appends: created, RowsPerAppend: 200, Partitions: 3, Seed: 7}
-	w := newGenWarehouseOf(t, sqliteCatalog, small, names[1:]...)
+	w := newGenWarehouseOf(t, s3Catalog(srv), small, names[1:]...)
 	bigOpt := gen.Options{Appends: 100, RowsPerAppend: 1000, Partitions: 20, Seed: 7}
 	w.create(t, big, bigOpt)
-	token := writeFile(t, filepath.Join(w.dir, "token"), serveToken+"\n")
-	cfg, _ := w.redisConfig(t, addr, `server:
-  listen: 127.0.0.1:0
-  token_file: `+token+`
-scheduler:
-  poll_interval: 1s
-  replica_id: REPLICA
-metrics:
+	text := w.fleetConfig(t, addr, "REPLICA", `metrics:
   health_interval: 1s
 tables:
   - match: "demo.*"
@@ -132,14 +162,9 @@ tables:
     compact:
       trigger: {commit_count: 101}
 `)
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text = []byte(strings.Replace(string(text), "  ttl: 60s\n", "  ttl: 3s\n", 1))
 	procs := map[string]*serveProc{}
 	for _, id := range ids {
-		c := writeFile(t, filepath.Join(w.dir, id+".yaml"), strings.Replace(string(text), "replica_id: REPLICA", "replica_id: "+id, 1))
+		c := writeFile(t, filepath.Join(w.dir, id+".yaml"), strings.Replace(text, "replica_id: REPLICA", "replica_id: "+id, 1))
 		procs[id] = startServe(t, w, c)
 	}
 	for _, id := range ids {
@@ -166,7 +191,7 @@ tables:
 		want[name] = w.state(t, name)
 	}
 	procs["r1"].waitFor("every small table compacted", func() bool {
-		return !slices.ContainsFunc(names[1:], func(name string) bool { return !w.state(t, name).compacted() })
+		return !slices.ContainsFunc(names[1:], func(name string) bool { return !w.compactedNow(t, name) })
 	})
 	for _, name := range names[1:] {
 		full := genNamespace + "." + name
@@ -190,40 +215,73 @@ tables:
 	for _, id := range ids {
 		mark[id] = len(procs[id].proc.stderrText())
 	}
-	// The writer makes r3's big table due, and r3 is killed as soon as it
-	// starts maintaining it; then the other tables become due.
+	// The writer makes r3's big table due. Only r3 owns it while it lives,
+	// so the data files written under the table are r3's compaction's: the
+	// first (its first group's) is let through, the second is held until r3
+	// has been killed. Then the other tables become due.
+	stall := stallWrites(srv, "/wh/"+genNamespace+".db/"+big+"/data/", 1)
 	w.appendTo(t, big, bigOpt, 1)
 	want[big] = w.state(t, big)
 	r3 := procs["r3"]
 	killedIn := genNamespace + "." + big
-	started := `msg=maintaining table=` + killedIn
-	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(r3.proc.stderrText()[mark["r3"]:], started); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("r3 did not start maintaining %s in round 2:\n%s", big, r3.proc.stderrText()[mark["r3"]:])
-		}
+	select {
+	case <-stall.Stalled:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("r3 wrote no second file of %s in round 2:\n%s", big, r3.proc.stderrText()[mark["r3"]:])
 	}
 	if err := r3.proc.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	for _, name := range names[1:] {
-		w.appendTo(t, name, small, commitCount)
-		want[name] = w.state(t, name)
-	}
 	_ = r3.proc.wait(t)
-	midRun := compactions(r3, mark["r3"])[killedIn] == 0
-	if !midRun {
-		// The machine let r3 finish first: the handoff of its other tables
-		// is still checked.
-		t.Logf("r3 finished compacting %s before SIGKILL reached it", killedIn)
-	} else {
-		t.Logf("r3 killed while compacting %s", killedIn)
+	written, held := stall.release()
+	if got := compactions(r3, mark["r3"])[killedIn]; got != 0 || !strings.Contains(r3.proc.stderrText()[mark["r3"]:], "msg=maintaining table="+killedIn) {
+		t.Fatalf("r3 was not killed mid-compaction of %s (%d compactions done):\n%s", killedIn, got, r3.proc.stderrText()[mark["r3"]:])
+	}
+	if s := w.state(t, big); s.snapshotID != want[big].snapshotID {
+		t.Fatalf("%s changed while r3's write was held: snapshot %d -> %d (%q)", big, want[big].snapshotID, s.snapshotID, s.operation)
+	}
+	t.Logf("r3 killed while compacting %s: it had written %v, its write of %s was held", killedIn, written, held)
+	// r3's small tables become due now that it is dead (the others' own
+	// tables would show nothing about the handoff).
+	var orphaned []string
+	for _, name := range names[1:] {
+		if fleet.Owner(ids, genNamespace+"."+name) == "r3" {
+			orphaned = append(orphaned, name)
+			w.appendTo(t, name, small, commitCount)
+			want[name] = w.state(t, name)
+		}
+	}
+	if len(orphaned) == 0 {
+		t.Fatal("r3 owns no small table: the handoff of its tables is not tested")
 	}
 	survivors := []string{"r1", "r2"}
-	procs["r1"].waitFor("every table compacted after the kill", func() bool {
-		return !slices.ContainsFunc(names, func(name string) bool { return !w.state(t, name).compacted() })
+	heir := fleet.Owner(survivors, killedIn)
+	// The heir takes the table once r3's heartbeat and lease ran out:
+	// within lock.ttl (3s) after the kill, plus its next heartbeat round
+	// (lock.ttl/3, 1s) and poll (poll_interval, 1s): 5s. The bound below
+	// leaves 10s more for a machine shared with other tests.
+	const takeover, slack = 5 * time.Second, 10 * time.Second
+	// Measured from the heir's log line (the writer above takes a while).
+	startedRE := regexp.MustCompile(`(?m)^time=(\S+) level=INFO msg=maintaining table=` + regexp.QuoteMeta(killedIn) + ` `)
+	var line []string
+	procs[heir].waitFor(heir+" maintains "+killedIn, func() bool {
+		line = startedRE.FindStringSubmatch(procs[heir].proc.stderrText()[mark[heir]:])
+		return line != nil
 	})
-	t.Logf("every table compacted %s after the kill (poll_interval 1s, lock.ttl 3s)", time.Since(killed).Round(100*time.Millisecond))
+	at, err := time.Parse(time.RFC3339Nano, line[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := at.Sub(killed)
+	t.Logf("%s took %s %s after the kill (expected within %s: lock.ttl 3s + lock.ttl/3 + poll_interval 1s)", heir, killedIn, took.Round(100*time.Millisecond), takeover)
+	if took > takeover+slack {
+		t.Errorf("%s took %s %s after the kill; want within about %s", heir, killedIn, took.Round(100*time.Millisecond), takeover)
+	}
+	procs["r1"].waitFor("every table compacted after the kill", func() bool {
+		return !slices.ContainsFunc(names, func(name string) bool { return !w.compactedNow(t, name) })
+	})
+	t.Logf("r3's tables (%s and %d small ones) compacted by the survivors %s after the kill", big, len(orphaned), time.Since(killed).Round(100*time.Millisecond))
 	for _, id := range survivors {
 		if f := procs[id].fleet(); !slices.Equal(f.Members, survivors) {
 			t.Errorf("%s sees members %v after the kill; want %v", id, f.Members, survivors)
@@ -245,14 +303,38 @@ tables:
 		if total > 1 {
 			t.Errorf("%s compacted %d times in round 2; want once", full, total)
 		}
-		if full == killedIn && midRun {
-			heir := fleet.Owner(survivors, full)
+		if full == killedIn {
 			if got := compactions(procs[heir], mark[heir])[full]; got != 1 {
 				t.Errorf("%s, which r3 was compacting when killed, was compacted %d times by its new owner %s; want 1", full, got, heir)
 			}
 		}
-		if s := w.state(t, name); s.rows != want[name].rows || s.sum != want[name].sum {
+		s := w.state(t, name)
+		if s.rows != want[name].rows || s.sum != want[name].sum {
 			t.Errorf("%s after round 2: %d rows, checksum %x; want %d, %x", name, s.rows, s.sum, want[name].rows, want[name].sum)
+		}
+		h := historyOf(t, w, name)
+		expectEachFileOnce(t, srv, name, h)
+		rounds := 1 // round 1 for the small tables, round 2 for big
+		if slices.Contains(orphaned, name) {
+			rounds = 2
+		}
+		if h.commits != rounds {
+			t.Errorf("%s: %d compaction commits; want %d, one a round it was due in", name, h.commits, rounds)
+		}
+		if name == big {
+			if v := verifyS3(t, srv, s.metadata); v.LiveRows != s.rows {
+				t.Errorf("%s: the verifier reads %d rows; want %d", name, v.LiveRows, s.rows)
+			}
+			// r3's written file is nobody's: left for the orphan pass.
+			keys := srv.Keys(t, fleetBucket)
+			for _, key := range written {
+				if !keys[key] || h.referenced["s3://"+fleetBucket+"/"+key] {
+					t.Errorf("r3's file %s: in the bucket %v, referenced %v; want left there, unreferenced", key, keys[key], h.referenced["s3://"+fleetBucket+"/"+key])
+				}
+			}
+			if keys[held] || h.referenced["s3://"+fleetBucket+"/"+held] {
+				t.Errorf("r3's held write %s reached the bucket or the table", held)
+			}
 		}
 	}
 	code, metricsText := procs["r1"].api("GET", "/metrics", "", "")
@@ -261,5 +343,36 @@ tables:
 	}
 	for _, id := range survivors {
 		procs[id].stop()
+	}
+}
+
+// Two serve processes given one scheduler.replica_id: each finds the
+// other's heartbeat of the id, logs an error, counts it, and fails the
+// fleet check of /readyz naming the id; both keep serving (the tables'
+// leases keep them apart).
+func TestFleetSharedReplicaIDFailsReadiness(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Need(t)
+	w := newGenWarehouseOf(t, sqliteCatalog, gen.Options{Appends: 3, RowsPerAppend: 10, Partitions: 1, Seed: 5}, "events")
+	cfg := writeFile(t, filepath.Join(w.dir, "twin.yaml"), w.fleetConfig(t, addr, "twin", ""))
+	procs := []*serveProc{startServe(t, w, cfg), startServe(t, w, cfg)}
+	for i, p := range procs {
+		p.waitFor(fmt.Sprintf("process %d not ready for the shared id", i), func() bool {
+			code, body := p.api("GET", "/readyz", "", "")
+			return code == 503 && strings.Contains(body, "replica id twin is heartbeated by another process too")
+		})
+		if !strings.Contains(p.proc.stderrText(), `level=ERROR msg="another process heartbeats this replica's id`) {
+			t.Errorf("process %d logged no error for the shared id:\n%s", i, p.proc.stderrText())
+		}
+		_, m := p.api("GET", "/metrics", "", "")
+		if !regexp.MustCompile(`(?m)^iceberg_maintainer_fleet_replica_id_conflicts_total [1-9]`).MatchString(m) {
+			t.Errorf("process %d: %s", i, grepLines(m, "replica_id_conflicts"))
+		}
+		if f := p.fleet(); f.Replica != "twin" || !f.Valid || len(f.Members) != 1 {
+			t.Errorf("process %d: fleet %+v; want the one member twin, valid", i, f)
+		}
+	}
+	for _, p := range procs {
+		p.stop()
 	}
 }

@@ -64,8 +64,13 @@ func (g *globals) serve(ctx context.Context) error {
 			},
 			"lock": e.svc.ping,
 			"fleet": func(context.Context) error {
-				if v := member.View(); !v.Valid {
+				v := member.View()
+				if !v.Valid {
 					return fmt.Errorf("replica %s owns no table: its view of the fleet is not valid (%s)", v.Self, cmp.Or(v.Err, "no heartbeat yet"))
+				}
+				if v.Conflict != "" {
+					// It goes on under the tables' leases; the fleet does not divide.
+					return errors.New(v.Conflict)
 				}
 				return nil
 			},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/redistest"
+	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
@@ -28,14 +29,24 @@ const (
 	sharedFiles      = sharedPartitions * 10
 )
 
+// verifyFunc reads a table's metadata file with the independent verifier.
+type verifyFunc func(metadata string) testenv.VerifyResult
+
 // sharedWarehouse is a generated table and a Redis config whose compaction
 // runs on partition leases and commits each group on its own.
 // It returns the table's state and what the verifier read, before any run.
 func sharedWarehouse(t *testing.T, name string) (*genWarehouse, string, tableState, testenv.VerifyResult) {
 	t.Helper()
+	return sharedWarehouseOn(t, sqliteCatalog, func(m string) testenv.VerifyResult { return verifyMetadataURI(t, m) }, name, "")
+}
+
+// sharedWarehouseOn is sharedWarehouse on the catalog setup makes, read by
+// verify, with extra YAML at the end of the config.
+func sharedWarehouseOn(t *testing.T, setup catalogSetup, verify verifyFunc, name, extra string) (*genWarehouse, string, tableState, testenv.VerifyResult) {
+	t.Helper()
 	addr := redistest.Need(t)
-	w := newGenWarehouseOf(t, sqliteCatalog, gen.Options{Appends: sharedFiles, RowsPerAppend: 500, Partitions: sharedPartitions, Seed: 11}, name)
-	cfg, _ := w.redisConfig(t, addr, "")
+	w := newGenWarehouseOf(t, setup, gen.Options{Appends: sharedFiles, RowsPerAppend: 500, Partitions: sharedPartitions, Seed: 11}, name)
+	cfg, _ := w.redisConfig(t, addr, extra)
 	text, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +58,7 @@ func sharedWarehouse(t *testing.T, name string) (*genWarehouse, string, tableSta
 		t.Fatalf("config not adapted:\n%s", s)
 	}
 	before := w.state(t, name)
-	return w, writeFile(t, filepath.Join(w.dir, "shared.yaml"), s), before, verifyMetadataURI(t, before.metadata)
+	return w, writeFile(t, filepath.Join(w.dir, "shared.yaml"), s), before, verify(before.metadata)
 }
 
 // compactionHistory reads the table's compaction snapshots (how many, and
@@ -71,13 +82,13 @@ func compactionHistory(t *testing.T, w *genWarehouse, name string) (commits int,
 // expectEveryPartitionCompactedOnce checks the end state: one file per
 // partition, each input file replaced by exactly one commit, the rows and
 // checksum unchanged (by iceberg-go and by the independent verifier).
-func expectEveryPartitionCompactedOnce(t *testing.T, w *genWarehouse, name string, before tableState, verified int64, checksum string) {
+func expectEveryPartitionCompactedOnce(t *testing.T, w *genWarehouse, verify verifyFunc, name string, before tableState, verified int64, checksum string) {
 	t.Helper()
 	after := w.state(t, name)
 	if after.rows != before.rows || after.sum != before.sum {
 		t.Errorf("%d rows, checksum %016x after; %d, %016x before", after.rows, after.sum, before.rows, before.sum)
 	}
-	v := verifyMetadataURI(t, after.metadata)
+	v := verify(after.metadata)
 	if v.LiveRows != verified || v.Checksum != checksum {
 		t.Errorf("verifier: %d rows, checksum %s after; %d, %s before", v.LiveRows, v.Checksum, verified, checksum)
 	}
@@ -148,7 +159,7 @@ func TestThreeMaintainersShareOneTable(t *testing.T) {
 	if committed != sharedPartitions {
 		t.Errorf("the maintainers committed %d groups together; want %d", committed, sharedPartitions)
 	}
-	expectEveryPartitionCompactedOnce(t, w, name, before, v.LiveRows, v.Checksum)
+	expectEveryPartitionCompactedOnce(t, w, func(m string) testenv.VerifyResult { return verifyMetadataURI(t, m) }, name, before, v.LiveRows, v.Checksum)
 
 	// status shows the backfill done.
 	r := runMaintainer(t, w.dir, "status", "--config", cfg, "--output", "json")
@@ -159,14 +170,22 @@ func TestThreeMaintainersShareOneTable(t *testing.T) {
 	}
 }
 
-// One of three maintainers is killed (SIGKILL) after its first commit: the
-// others go on, the partition it held is compacted by a later run once its
-// lease ran out, and in the end every partition is compacted once with
-// every row kept.
+// One of three maintainers is killed (SIGKILL) while it holds a partition
+// lease with that partition's group mid-rewrite: the table's files are on
+// the in-process S3 server, which holds the victim's first write (it runs
+// alone until then) without an answer. The two others, started meanwhile,
+// compact every other partition and leave the victim's to it (its lease
+// lives on while it does); once it is killed and its lease ran out
+// (lock.ttl 3s), a later run compacts that partition. In the end every
+// partition is compacted once, by the others, with every row kept.
 func TestKilledMaintainerLeavesItsPartitionsToTheOthers(t *testing.T) {
 	t.Parallel()
 	const name = "events"
-	w, cfg, before, v := sharedWarehouse(t, name)
+	srv := s3test.Start(t, fleetBucket)
+	verify := func(m string) testenv.VerifyResult { return verifyS3(t, srv, m) }
+	// The held write must outlast the others' work: no request timeout
+	// gives up on it first.
+	w, cfg, before, v := sharedWarehouseOn(t, s3Catalog(srv), verify, name, "object_store:\n  request_timeout: 10m\n")
 	status := runMaintainer(t, w.dir, "status", "--config", cfg, "--output", "json")
 	if hs := jsonLines[map[string]any](t, status.stdout); len(hs) != 1 || hs[0]["partitions_to_compact"] != float64(sharedPartitions) {
 		t.Fatalf("status before: %s", status.stdout)
@@ -174,27 +193,54 @@ func TestKilledMaintainerLeavesItsPartitionsToTheOthers(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	victim := startWatched(t, ctx, w.dir, "run", "--config", cfg, "--task", "compact", "--force", "--output", "json")
-	victim.atFirstGroup(t)
-	others := []*watchedRun{
-		startWatched(t, ctx, w.dir, "run", "--config", cfg, "--task", "compact", "--force", "--output", "json"),
-		startWatched(t, ctx, w.dir, "run", "--config", cfg, "--task", "compact", "--force", "--output", "json"),
+	args := []string{"run", "--config", cfg, "--task", "compact", "--force", "--output", "json"}
+	stall := stallWrites(srv, "/wh/"+genNamespace+".db/"+name+"/data/", 0)
+	victim := startWatched(t, ctx, w.dir, args...)
+	select {
+	case <-stall.Stalled:
+	case <-victim.stderrEOF:
+		t.Fatalf("the victim ended before writing a file:\n%s", victim.stderrText())
+	}
+	others := []*watchedRun{startWatched(t, ctx, w.dir, args...), startWatched(t, ctx, w.dir, args...)}
+	committed, left := 0, 0
+	for _, r := range others {
+		o := finished(t, r)
+		committed += figure(o, "groups_committed")
+		left += figure(o, "groups_claimed_elsewhere")
+	}
+	// The victim still holds its partition: the others left it, and did
+	// everything else.
+	if committed != sharedPartitions-1 || left < 1 {
+		t.Errorf("the others committed %d groups and left %d to other replicas; want %d, and the victim's left", committed, left, sharedPartitions-1)
 	}
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = victim.wait(t)
-	for _, r := range others {
-		finished(t, r)
+	if ps := victim.wait(t); ps.Exited() {
+		t.Fatalf("the victim exited (%d) before it was killed:\n%s", ps.ExitCode(), victim.stderrText())
+	}
+	_, held := stall.release()
+	if commits, _, _ := compactionHistory(t, w, name); commits != sharedPartitions-1 {
+		t.Errorf("%d compaction commits before the victim's partition was taken over; want %d (the victim's never landed)", commits, sharedPartitions-1)
 	}
 	// The killed one's partition lease runs out (lock.ttl 3s); a later run
-	// compacts whatever is left.
-	time.Sleep(4 * time.Second)
-	last := runMaintainer(t, w.dir, "run", "--config", cfg, "--task", "compact", "--force", "--output", "json")
-	expectCode(t, last, 0, "the run after the kill")
-	if o := compactOutcome(t, last.stdout); figure(o, "groups_claimed_elsewhere") != 0 {
-		t.Errorf("the run after the kill left groups to others: %v", o["reason"])
+	// compacts the partition then, and finds it claimed until then.
+	var last map[string]any
+	for attempt := 0; ; attempt++ {
+		r := runMaintainer(t, w.dir, args...)
+		expectCode(t, r, 0, "a run after the kill")
+		if last = compactOutcome(t, r.stdout); figure(last, "groups_claimed_elsewhere") == 0 || attempt == 20 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	expectEveryPartitionCompactedOnce(t, w, name, before, v.LiveRows, v.Checksum)
-
+	if figure(last, "groups_claimed_elsewhere") != 0 || figure(last, "groups_committed") != 1 {
+		t.Errorf("the run after the victim's lease ran out: %v %v; want the victim's partition committed", last["status"], last["reason"])
+	}
+	expectEveryPartitionCompactedOnce(t, w, verify, name, before, v.LiveRows, v.Checksum)
+	h := historyOf(t, w, name)
+	expectEachFileOnce(t, srv, name, h)
+	if keys := srv.Keys(t, fleetBucket); keys[held] || h.referenced["s3://"+fleetBucket+"/"+held] {
+		t.Errorf("the victim's held write %s reached the bucket or the table", held)
+	}
 }

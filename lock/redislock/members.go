@@ -35,21 +35,44 @@ func (l *Locker) Membership(key string) *Membership { return &Membership{l: l, k
 
 func (m *Membership) memberKey(id string) string { return m.key + ":member:" + id }
 
-// Heartbeat marks id alive for ttl on every node; it succeeds when a quorum
-// stored it.
-func (m *Membership) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+// beat stores a member's heartbeat (its key holds the writing instance,
+// with the TTL) and indexes it, returning the instance it replaced (false
+// when none lived), in one atomic step. KEYS: the heartbeat, the index;
+// ARGV: the instance, the TTL in ms, the member id.
+var beat = redis.NewScript(`
+local prev = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return prev
+`)
+
+// Heartbeat marks id alive for ttl on every node, written by instance; it
+// succeeds when a quorum stored it. It returns the instance whose
+// heartbeat it replaced: another instance when any node held one, else
+// instance or "".
+func (m *Membership) Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (string, error) {
 	if id == "" {
-		return errors.New("redis membership: heartbeat: empty member id")
+		return "", errors.New("redis membership: heartbeat: empty member id")
 	}
-	errs := m.l.each(ctx, func(ctx context.Context, _ int, c *redis.Client) error {
-		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, m.memberKey(id), time.Now().UTC().Format(time.RFC3339), ttl)
-			p.SAdd(ctx, m.key, id)
-			return nil
-		})
+	prevs := make([]string, len(m.l.clients))
+	errs := m.l.each(ctx, func(ctx context.Context, i int, c *redis.Client) error {
+		prev, err := beat.Run(ctx, c, []string{m.memberKey(id), m.key}, instance, max(ttl.Milliseconds(), 1), id).Text()
+		if errors.Is(err, redis.Nil) {
+			return nil // no live heartbeat before this one
+		}
+		prevs[i] = prev
 		return err
 	})
-	return m.quorum(ctx, "heartbeat of "+id, errs)
+	if err := m.quorum(ctx, "heartbeat of "+id, errs); err != nil {
+		return "", err
+	}
+	out := ""
+	for i, p := range prevs {
+		if errs[i] == nil && p != "" && (out == "" || out == instance) {
+			out = p
+		}
+	}
+	return out, nil
 }
 
 // listLive returns the members of the index whose heartbeat key exists, and

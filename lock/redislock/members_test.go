@@ -17,11 +17,23 @@ func TestMembershipRealRedis(t *testing.T) {
 	m := newLocker(t, addr).Membership(testKey(t, ":fleet"))
 	ctx := ctxFor(t)
 	for _, id := range []string{"b", "a"} {
-		if err := m.Heartbeat(ctx, id, 10*time.Second); err != nil {
+		if _, err := m.Heartbeat(ctx, id, "i1", 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Heartbeat(ctx, "short", 300*time.Millisecond); err != nil {
+	if _, err := m.Heartbeat(ctx, "short", "i1", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat says which instance wrote the one it replaced.
+	for _, step := range []struct{ instance, prev string }{{"i1", "i1"}, {"i2", "i1"}, {"i2", "i2"}} {
+		if prev, err := m.Heartbeat(ctx, "a", step.instance, 10*time.Second); err != nil || prev != step.prev {
+			t.Fatalf("heartbeat of a by %s: replaced %q, %v; want %q", step.instance, prev, err, step.prev)
+		}
+	}
+	if prev, err := m.Heartbeat(ctx, "new", "i1", 10*time.Second); err != nil || prev != "" {
+		t.Fatalf("first heartbeat of new: replaced %q, %v; want none", prev, err)
+	}
+	if err := m.Leave(ctx, "new"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := m.Members(ctx)
@@ -45,13 +57,13 @@ func TestMembershipExpiry(t *testing.T) {
 	m := newLocker(t, addrs...).Membership("p:fleet:default")
 	ctx := ctxFor(t)
 	for _, id := range []string{"alive", "dead"} {
-		if err := m.Heartbeat(ctx, id, 30*time.Second); err != nil {
+		if _, err := m.Heartbeat(ctx, id, "i1", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 3 {
 		ms[0].FastForward(20 * time.Second)
-		if err := m.Heartbeat(ctx, "alive", 30*time.Second); err != nil {
+		if _, err := m.Heartbeat(ctx, "alive", "i1", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,11 +84,11 @@ func TestMembershipQuorum(t *testing.T) {
 	ms, addrs := miniNodes(t, 3)
 	m := newLocker(t, addrs...).Membership("p:fleet:default")
 	ctx := ctxFor(t)
-	if err := m.Heartbeat(ctx, "a", time.Minute); err != nil {
+	if _, err := m.Heartbeat(ctx, "a", "i1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ms[0].SetError("LOADING")
-	if err := m.Heartbeat(ctx, "b", time.Minute); err != nil {
+	if _, err := m.Heartbeat(ctx, "b", "i1", time.Minute); err != nil {
 		t.Fatalf("heartbeat with 1 of 3 nodes down: %v", err)
 	}
 	got, err := m.Members(ctx)
@@ -97,7 +109,7 @@ func TestMembershipQuorum(t *testing.T) {
 	}
 	ms[0].SetError("LOADING")
 	ms[1].SetError("LOADING")
-	if err := m.Heartbeat(ctx, "a", time.Minute); !errors.Is(err, lock.ErrUnavailable) {
+	if _, err := m.Heartbeat(ctx, "a", "i1", time.Minute); !errors.Is(err, lock.ErrUnavailable) {
 		t.Errorf("heartbeat with 2 of 3 down: %v; want ErrUnavailable", err)
 	}
 	if _, err := m.Members(ctx); !errors.Is(err, lock.ErrUnavailable) {
