@@ -288,6 +288,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 		PassLength:   cfg.Scheduler.PollInterval,
 		WriteAlloc:   g.writeAlloc,
 		CatalogProps: cfg.Catalog.Properties(),
+		S3:           s3,
 		Policy:       policyFunc(cfg, log),
 		Selected: func(ident string) bool {
 			if !cfg.Managed(ident) {
@@ -375,7 +376,7 @@ func openCatalog(ctx context.Context, c config.CatalogConfig, s3 objstore.S3) (c
 	// is bounded like any request.
 	lctx, cancel := context.WithTimeout(ctx, c.Requests.RequestTimeout)
 	defer cancel()
-	cat, err := catalog.Load(lctx, c.Name, props)
+	cat, err := loadCatalog(lctx, c, props, s3)
 	if err != nil {
 		if ctx.Err() == nil && lctx.Err() != nil {
 			err = fmt.Errorf("no answer within %s (catalog.request_timeout): %w", units.FormatDuration(c.Requests.RequestTimeout), err)

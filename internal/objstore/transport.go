@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -187,10 +188,19 @@ func (e *requestError) Error() string {
 	msg := e.err.Error()
 	var re *awshttp.ResponseError
 	if errors.As(e.err, &re) && re.HTTPStatusCode() == http.StatusMovedPermanently ||
-		errors.Is(e.err, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled) || errors.Is(e.err, io.EOF) {
+		errors.Is(e, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled) || errors.Is(e.err, io.EOF) {
 		return msg
 	}
 	return strings.ReplaceAll(msg, "301", "3·01")
+}
+
+// Is makes an attempt that failed on the transport's progress deadline
+// (progressConn: os.ErrDeadlineExceeded) a context.DeadlineExceeded too, as
+// net/http's own timeouts (awaiting response headers) already are: a stall
+// is one kind of error whichever timer caught it, and gocloud passes a
+// deadline on with its text.
+func (e *requestError) Is(target error) bool {
+	return target == context.DeadlineExceeded && errors.Is(e.err, os.ErrDeadlineExceeded)
 }
 
 func (e *requestError) Unwrap() error { return e.err }

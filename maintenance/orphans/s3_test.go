@@ -56,7 +56,7 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := objstore.NewStore(ctx, tbl, srv.Props())
+	store, err := objstore.NewStore(ctx, tbl, objstore.S3{}, srv.Props())
 	if err != nil {
 		t.Fatal(err)
 	}
