@@ -305,6 +305,9 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	if rows != nil {
 		deps.MetadataLocator = rows
 	}
+	if l := glueLocator(ctx, cfg.Catalog, s3, log); l != nil {
+		deps.MetadataLocator = l
+	}
 	if opts.registry != nil {
 		deps.Metrics = maintenance.NewMetrics(opts.registry,
 			metrics.NewTables(cfg.Metrics.TableLabelOn(), cfg.Metrics.MaxTables))

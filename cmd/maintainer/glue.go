@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/glue"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/gluemeta"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 )
 
@@ -25,4 +27,20 @@ func loadCatalog(ctx context.Context, c config.CatalogConfig, props iceberg.Prop
 		return nil, err
 	}
 	return glue.NewCatalog(glue.WithAwsConfig(cfg), glue.WithAwsProperties(glue.AwsProperties(props)))
+}
+
+// glueLocator reads a Glue catalog's tables' metadata locations from Glue
+// (nil for other catalogs, or without S3 settings): orphan removal then
+// rules out a Glue table that does not load by where its metadata is.
+func glueLocator(ctx context.Context, c config.CatalogConfig, s3 objstore.S3, log *slog.Logger) *gluemeta.Locator {
+	if c.Type != config.CatalogGlue || !s3.Built() {
+		return nil
+	}
+	props := c.Properties()
+	cfg, err := s3.GlueAWSConfig(ctx, props)
+	if err != nil {
+		log.Debug("Glue metadata locations not read directly", "err", err)
+		return nil
+	}
+	return gluemeta.New(cfg, props[glue.CatalogIdKey], c.Requests.RequestTimeout)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 )
@@ -31,6 +33,11 @@ func glueServer(t *testing.T, metadataLocation string) string {
 		var in struct{ DatabaseName, Name string }
 		_ = json.NewDecoder(r.Body).Decode(&in)
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		if in.Name == "missing" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"__type":"EntityNotFoundException","Message":"Table missing not found."}`))
+			return
+		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"Table": map[string]any{
 			"Name": in.Name, "DatabaseName": in.DatabaseName, "VersionId": "1", "TableType": "EXTERNAL_TABLE",
 			"Parameters": map[string]string{"table_type": "ICEBERG", "metadata_location": metadataLocation},
@@ -68,5 +75,32 @@ func TestGlueTableMetadataReadHasObjectStoreTimeouts(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), strings.TrimPrefix(store.URL, "http://")) {
 		t.Fatalf("err %v; want a timeout naming the store", err)
+	}
+}
+
+// A Glue catalog's metadata locations are read from Glue (GetTable), so
+// that orphan removal can rule out a Glue table that does not load by where
+// its metadata is; a table Glue does not have has none ("": not ruled out).
+func TestGlueLocatorReadsTheMetadataLocation(t *testing.T) {
+	const loc = "s3://warehouse/wh/db/t/metadata/00001-a.metadata.json"
+	props := map[string]string{glue.Endpoint: glueServer(t, loc), glue.Region: s3test.Region,
+		glue.AccessKeyID: s3test.AccessKeyID, glue.SecretAccessKey: s3test.SecretAccessKey}
+	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.DefaultConfig(), nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.CatalogConfig{Name: "g", Type: config.CatalogGlue, Props: props, Requests: catalogcall.DefaultConfig()}
+	l := glueLocator(t.Context(), c, s3, slog.New(slog.DiscardHandler))
+	if l == nil {
+		t.Fatal("no locator for a Glue catalog")
+	}
+	if got, err := l.MetadataLocation(t.Context(), table.Identifier{"db", "t"}); err != nil || got != loc {
+		t.Fatalf("metadata location %q, err %v; want %s", got, err, loc)
+	}
+	if got, err := l.MetadataLocation(t.Context(), table.Identifier{"db", "missing"}); err != nil || got != "" {
+		t.Fatalf("a table Glue does not have: %q, err %v; want \"\"", got, err)
+	}
+	if glueLocator(t.Context(), config.CatalogConfig{Type: config.CatalogREST}, s3, nil) != nil {
+		t.Fatal("a locator for a REST catalog")
 	}
 }

@@ -65,6 +65,12 @@ type S3 struct {
 	// (http://endpoint/bucket/key), not in the host name
 	// (http://bucket.endpoint/key).
 	PathStyle bool
+	// TableIO says the store of an S3 table lists and deletes with the S3
+	// client of the table's own iceberg-go IO (NewStore): a REST catalog's
+	// server may send s3.* properties (in its config, in a table's load) that
+	// iceberg-go's IO uses and the catalog properties do not hold. That
+	// client has this transport too, through the ambient AWS config.
+	TableIO bool
 	// props are the properties the settings were built from (nil: not
 	// built); ForTable adds a table's to them.
 	props map[string]string

@@ -11,6 +11,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // FileInfo is one listed file, or (Dir set) a folder the listing did not
@@ -140,6 +141,11 @@ func (s IOStore) Delete(ctx context.Context, paths []string) ([]string, map[stri
 func NewStore(ctx context.Context, tbl *table.Table, base S3, props map[string]string) (Store, error) {
 	scheme, _, _ := strings.Cut(tbl.Location(), "://")
 	if isS3Scheme(strings.ToLower(scheme)) {
+		if base.TableIO {
+			if c, ok := tableIOClient(ctx, tbl); ok {
+				return NewS3Store(c), nil
+			}
+		}
 		var s S3
 		var err error
 		if base.Built() {
@@ -157,4 +163,19 @@ func NewStore(ctx context.Context, tbl *table.Table, base S3, props map[string]s
 		return nil, fmt.Errorf("open table IO: %w", err)
 	}
 	return IOStore{FS: fs}, nil
+}
+
+// tableIOClient returns the S3 client of the table's iceberg-go IO when that
+// IO is gocloud's S3 bucket (which hands out its client through As).
+func tableIOClient(ctx context.Context, tbl *table.Table) (*s3.Client, bool) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, false // the caller's own settings then say why
+	}
+	b, ok := fs.(interface{ As(any) bool })
+	var c *s3.Client
+	if !ok || !b.As(&c) || c == nil {
+		return nil, false
+	}
+	return c, true
 }

@@ -8,11 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	_ "github.com/apache/iceberg-go/catalog/rest"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/resttest"
 	"github.com/iceberg-maintainer/maintainer/internal/s3test"
 )
 
@@ -65,5 +69,50 @@ func TestNewStoreDoesNotReadTheAWSEnvironmentAgain(t *testing.T) {
 	}
 	if _, err := NewStore(base.Context(t.Context()), tbl, S3{}, maps.Clone(catalogProps)); !errors.Is(err, ErrAWSEnvironment) {
 		t.Fatalf("NewStore without start-up settings: err %v; want it to read the (broken) environment", err)
+	}
+}
+
+// A REST catalog's server that sends the table's s3.* properties in its
+// LoadTable answer (the catalog properties name no endpoint): the store of
+// the table lists through the client of the table's IO, which has them.
+func TestNewStoreUsesTheTableIOClientOfARESTTable(t *testing.T) {
+	srv := s3test.Start(t, "warehouse")
+	back := srv.SQLCatalog(t, "warehouse")
+	ctx := t.Context()
+	if err := back.CreateNamespace(ctx, table.Identifier{"db"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc := iceberg.NewSchema(1, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true})
+	if _, err := back.CreateTable(ctx, table.Identifier{"db", "t"}, sc); err != nil {
+		t.Fatal(err)
+	}
+	rs := resttest.Start(t, back, resttest.Config{Tokens: []string{"tok"}, TableConfig: srv.Props()})
+	base, err := S3Settings(ctx, NewTransport(Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 1}, nil), map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.TableIO = true
+	ctx = base.Context(ctx)
+	cat, err := catalog.Load(ctx, "r", iceberg.Properties{"type": "rest", "uri": rs.URL, "token": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"db", "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewStore(ctx, tbl, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for fi, err := range store.List(ctx, tbl.Location(), ListOptions{}) {
+		if err != nil {
+			t.Fatalf("list %s: %v", tbl.Location(), err)
+		}
+		listed = append(listed, fi.Path)
+	}
+	if len(listed) != 1 || !strings.HasSuffix(listed[0], ".metadata.json") {
+		t.Fatalf("listed %v; want the table's metadata file", listed)
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // ErrDeletedReferenced: a file was deleted that the table's metadata,
 // re-loaded after the deletes, references; the table has lost a live file.
-var ErrDeletedReferenced = errors.New("deleted files that the table references")
+var ErrDeletedReferenced = catchup.ErrDeletedReferenced
 
 // TableLoader re-loads a table; the catalog satisfies it.
 type TableLoader interface {
