@@ -53,7 +53,7 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 		if store != nil {
 			return store, nil
 		}
-		s, err := objstore.NewStore(ctx, tbl, r.props)
+		s, err := objstore.NewStore(ctx, tbl, r.s3, r.props)
 		if err != nil {
 			return nil, fmt.Errorf("open the store that deletes expired files: %w", err)
 		}

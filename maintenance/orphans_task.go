@@ -35,7 +35,7 @@ type OrphansReport struct {
 }
 
 func (r *Runner) orphans(ctx context.Context, tbl *table.Table, cfg orphans.Config, req Request) Outcome {
-	store, err := objstore.NewStore(ctx, tbl, r.props)
+	store, err := objstore.NewStore(ctx, tbl, r.s3, r.props)
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("open storage of %s: %w", tbl.Location(), err)}
 	}

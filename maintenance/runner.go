@@ -20,6 +20,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
 	"github.com/iceberg-maintainer/maintainer/maintenance/deletes"
@@ -78,6 +79,7 @@ type Policy struct {
 type Runner struct {
 	cat      Catalog
 	props    map[string]string
+	s3       objstore.S3
 	policy   func(ident string, props iceberg.Properties) (Policy, error)
 	selected func(ident string) bool
 	locker   lock.Locker
@@ -95,6 +97,9 @@ type Runner struct {
 	// neighbours is the pass's listing of the catalog's tables for the
 	// orphan task's shared-location check.
 	neighbours *orphans.Listing
+	// policies are the tables' policies from their last loads, for
+	// HeldUntil.
+	policies *policies
 	// running are the tasks running now; progressEvery how often each
 	// logs that it still runs.
 	running       *runningTasks
@@ -149,6 +154,10 @@ type Deps struct {
 	// least compact.assist_min_partitions partitions asks the other
 	// replicas for help; nil: it does not ask.
 	Assist *AssistBoard
+	// S3 are the S3 settings start-up built from CatalogProps; the stores
+	// of S3 tables start from them (objstore.NewStore), without reading the
+	// AWS environment again. Zero: built from CatalogProps for each task.
+	S3 objstore.S3
 }
 
 func NewRunner(d Deps) *Runner {
@@ -170,11 +179,12 @@ func NewRunner(d Deps) *Runner {
 	if d.ProgressInterval <= 0 {
 		d.ProgressInterval = DefaultProgressInterval
 	}
-	r := &Runner{cat: d.Catalog, props: d.CatalogProps, policy: d.Policy, selected: d.Selected,
+	r := &Runner{cat: d.Catalog, props: d.CatalogProps, s3: d.S3, policy: d.Policy, selected: d.Selected,
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
 		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
-		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: map[string]bool{}}
+		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: map[string]bool{},
+		policies: newPolicies(d.PassLength, d.Now)}
 	d.Metrics.WatchRunning(r.Running)
 	return r
 }
@@ -594,6 +604,7 @@ func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) 
 	r.sharingMu.Lock()
 	r.sharing[name] = pol.Compact.GroupLeases
 	r.sharingMu.Unlock()
+	r.policies.put(name, pol)
 	return tbl, pol, nil
 }
 
@@ -662,15 +673,19 @@ func (r *Runner) DueTasks(ctx context.Context, ident table.Identifier, measure b
 	return due, reasons, nil
 }
 
-// HeldUntil loads a table and returns, for each of its enabled tasks among
-// tasks (all when empty) that the task's rate_limit or window holds back
-// now, when both let a requested (manual) run of it go ahead. It takes no
-// lease.
+// HeldUntil returns, for each of a table's enabled tasks among tasks (all
+// when empty) that the task's rate_limit or window holds back now, when
+// both let a requested (manual) run of it go ahead. It takes no lease, and
+// loads the table only when its last load is older than Deps.PassLength
+// (its policy, from the table's properties, is kept that long).
 func (r *Runner) HeldUntil(ctx context.Context, ident table.Identifier, tasks []string) (map[string]time.Time, error) {
 	name := strings.Join(ident, ".")
-	_, pol, err := r.load(ctx, ident, name)
-	if err != nil {
-		return nil, err
+	pol, ok := r.policies.get(name)
+	if !ok {
+		var err error
+		if _, pol, err = r.load(ctx, ident, name); err != nil {
+			return nil, err
+		}
 	}
 	held := map[string]time.Time{}
 	now := r.now()

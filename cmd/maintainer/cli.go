@@ -288,6 +288,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 		PassLength:   cfg.Scheduler.PollInterval,
 		WriteAlloc:   g.writeAlloc,
 		CatalogProps: cfg.Catalog.Properties(),
+		S3:           s3,
 		Policy:       policyFunc(cfg, log),
 		Selected: func(ident string) bool {
 			if !cfg.Managed(ident) {
@@ -303,6 +304,9 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	}
 	if rows != nil {
 		deps.MetadataLocator = rows
+	}
+	if l := glueLocator(ctx, cfg.Catalog, s3, log); l != nil {
+		deps.MetadataLocator = l
 	}
 	if opts.registry != nil {
 		deps.Metrics = maintenance.NewMetrics(opts.registry,
@@ -375,7 +379,7 @@ func openCatalog(ctx context.Context, c config.CatalogConfig, s3 objstore.S3) (c
 	// is bounded like any request.
 	lctx, cancel := context.WithTimeout(ctx, c.Requests.RequestTimeout)
 	defer cancel()
-	cat, err := catalog.Load(lctx, c.Name, props)
+	cat, err := loadCatalog(lctx, c, props, s3)
 	if err != nil {
 		if ctx.Err() == nil && lctx.Err() != nil {
 			err = fmt.Errorf("no answer within %s (catalog.request_timeout): %w", units.FormatDuration(c.Requests.RequestTimeout), err)

@@ -159,11 +159,13 @@ func objectStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (con
 	s3, err := objstore.S3Settings(ctx, objstore.NewTransport(cfg.ObjectStore, log), props)
 	if errors.Is(err, objstore.ErrAWSEnvironment) && !objstore.UsesS3(props) {
 		log.Debug("no S3 settings: the catalog properties name no S3 location", "err", err)
-		return ctx, objstore.S3{}, nil
+		return ctx, objstore.S3{TableIO: cfg.Catalog.Type == config.CatalogREST}, nil
 	}
 	if err != nil {
 		return nil, objstore.S3{}, usageError{fmt.Errorf("%s: catalog.properties: %w", cfg.Path, err)}
 	}
+	// A REST server's s3.* properties reach only iceberg-go's IO.
+	s3.TableIO = cfg.Catalog.Type == config.CatalogREST
 	return s3.Context(ctx), s3, nil
 }
 

@@ -17,6 +17,13 @@ import (
 // caller then deletes nothing more instead of chasing the writer forever.
 const MaxRounds = 50
 
+// ErrDeletedReferenced: a file was deleted that the table's metadata,
+// caught up after the delete, references: a writer committed it while it was
+// being deleted, and the table has lost a live file. Orphan removal and
+// expiry's retried deletes both report it (as their own
+// ErrDeletedReferenced, this error).
+var ErrDeletedReferenced = errors.New("deleted files that the table references")
+
 // ErrKeptMoving: the metadata moved on every one of MaxRounds loads.
 var ErrKeptMoving = errors.New("the table's metadata kept moving while catching up")
 

@@ -65,6 +65,52 @@ type S3 struct {
 	// (http://endpoint/bucket/key), not in the host name
 	// (http://bucket.endpoint/key).
 	PathStyle bool
+	// TableIO says the store of an S3 table lists and deletes with the S3
+	// client of the table's own iceberg-go IO (NewStore): a REST catalog's
+	// server may send s3.* properties (in its config, in a table's load) that
+	// iceberg-go's IO uses and the catalog properties do not hold. That
+	// client has this transport too, through the ambient AWS config.
+	TableIO bool
+	// props are the properties the settings were built from (nil: not
+	// built); ForTable adds a table's to them.
+	props map[string]string
+}
+
+// s3Props are the client settings that properties alone decide.
+type s3Props struct {
+	endpoint  string
+	pathStyle bool
+	region    string
+	creds     aws.CredentialsProvider // nil: the SDK's default chain
+}
+
+// parseProps checks and reads the S3 properties (see S3Settings).
+func parseProps(props map[string]string) (s3Props, error) {
+	if v, _ := strconv.ParseBool(props[PropS3RemoteSigning]); v {
+		// iceberg-go refuses it too; an ambient config must not hide that.
+		return s3Props{}, fmt.Errorf("%s: remote S3 request signing is not supported", PropS3RemoteSigning)
+	}
+	var p s3Props
+	p.endpoint = props[PropS3Endpoint]
+	if p.endpoint == "" {
+		p.endpoint = os.Getenv("AWS_S3_ENDPOINT") // as iceberg-go
+	}
+	var err error
+	if p.pathStyle, err = pathStyle(p.endpoint, props); err != nil {
+		return s3Props{}, err
+	}
+	p.region = props[PropS3Region]
+	if p.region == "" {
+		p.region = props[PropClientRegion]
+	}
+	key, secret := props[PropS3AccessKeyID], props[PropS3SecretAccessKey]
+	switch {
+	case key != "" && secret != "":
+		p.creds = credentials.NewStaticCredentialsProvider(key, secret, props[PropS3SessionToken])
+	case key != "" || secret != "":
+		return s3Props{}, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
+	}
+	return p, nil
 }
 
 // S3Settings builds S3 client settings from properties: the catalog's,
@@ -73,39 +119,22 @@ type S3 struct {
 // ambient AWS config of ctx (set by S3.Context), as iceberg-go's S3 IO takes
 // them, so that the maintainer's client and iceberg-go's share them.
 func S3Settings(ctx context.Context, t *Transport, props map[string]string) (S3, error) {
-	if v, _ := strconv.ParseBool(props[PropS3RemoteSigning]); v {
-		// iceberg-go refuses it too; an ambient config must not hide that.
-		return S3{}, fmt.Errorf("%s: remote S3 request signing is not supported", PropS3RemoteSigning)
-	}
-	endpoint := props[PropS3Endpoint]
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_S3_ENDPOINT") // as iceberg-go
-	}
-	pathStyle, err := pathStyle(endpoint, props)
+	p, err := parseProps(props)
 	if err != nil {
 		return S3{}, err
 	}
 	var opts []func(*awsconfig.LoadOptions) error
-	region := props[PropS3Region]
-	if region == "" {
-		region = props[PropClientRegion]
+	if p.region != "" {
+		opts = append(opts, awsconfig.WithRegion(p.region))
 	}
-	if region != "" {
-		opts = append(opts, awsconfig.WithRegion(region))
-	}
-	key, secret := props[PropS3AccessKeyID], props[PropS3SecretAccessKey]
-	switch {
-	case key != "" && secret != "":
-		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(key, secret, props[PropS3SessionToken])))
-	case key != "" || secret != "":
-		return S3{}, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
+	if p.creds != nil {
+		opts = append(opts, awsconfig.WithCredentialsProvider(p.creds))
 	}
 	var proxy *url.URL
-	if p := props[PropS3ProxyURI]; p != "" && t != nil {
+	if v := props[PropS3ProxyURI]; v != "" && t != nil {
 		// iceberg-go reads it only without an ambient config.
-		if proxy, err = url.Parse(p); err != nil {
-			return S3{}, fmt.Errorf("%s=%q: %w", PropS3ProxyURI, p, err)
+		if proxy, err = url.Parse(v); err != nil {
+			return S3{}, fmt.Errorf("%s=%q: %w", PropS3ProxyURI, v, err)
 		}
 	}
 	// Every property is checked by now: what fails from here on is the
@@ -124,8 +153,39 @@ func S3Settings(ctx context.Context, t *Transport, props map[string]string) (S3,
 		cfg.HTTPClient, cfg.Retryer, cfg.RetryMaxAttempts = ambient.HTTPClient, ambient.Retryer, ambient.RetryMaxAttempts
 		cfg.APIOptions = append(cfg.APIOptions, ambient.APIOptions...)
 	}
-	return S3{AWS: cfg, Endpoint: endpoint, PathStyle: pathStyle}, nil
+	built := maps.Clone(props)
+	if built == nil {
+		built = map[string]string{}
+	}
+	return S3{AWS: cfg, Endpoint: p.endpoint, PathStyle: p.pathStyle, props: built}, nil
 }
+
+// ForTable returns the settings for a table with properties table: s with
+// the table's s3.* properties filling in what s's leave out (TableProps),
+// applied to s's AWS config without reading the AWS environment again
+// (start-up read it once). s must have been built by S3Settings.
+func (s S3) ForTable(table map[string]string) (S3, error) {
+	merged := TableProps(s.props, table)
+	if len(merged) == len(s.props) {
+		return s, nil // the table adds nothing
+	}
+	p, err := parseProps(merged)
+	if err != nil {
+		return S3{}, fmt.Errorf("table properties: %w", err)
+	}
+	out := s
+	out.props, out.Endpoint, out.PathStyle = merged, p.endpoint, p.pathStyle
+	if p.region != "" {
+		out.AWS.Region = p.region
+	}
+	if p.creds != nil {
+		out.AWS.Credentials = p.creds
+	}
+	return out, nil
+}
+
+// Built reports whether s holds settings S3Settings built.
+func (s S3) Built() bool { return s.props != nil }
 
 // pathStyle decides the addressing as iceberg-go does (path style with an
 // endpoint, unless s3.force-virtual-addressing says otherwise), except that

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -353,4 +354,96 @@ func TestUsesS3(t *testing.T) {
 			t.Errorf("UsesS3(%v) = %v; want %v", *props, got, want)
 		}
 	}
+}
+
+// portWith301 returns a free local address whose port contains "301".
+func portWith301(t *testing.T) string {
+	t.Helper()
+	for _, base := range []int{13010, 23010, 33010, 43010, 53010} {
+		for p := base; p < base+10; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err == nil {
+				addr := l.Addr().String()
+				l.Close()
+				return addr
+			}
+		}
+	}
+	t.Skip("no free port containing 301")
+	return ""
+}
+
+// openThroughIceberg opens location through iceberg-go's S3 IO, as a table's
+// metadata is read, and returns the error.
+func openThroughIceberg(t *testing.T, cfg Config, props map[string]string, location string) error {
+	t.Helper()
+	ctx, s := settings(t, cfg, props, nil)
+	fs, err := iceio.LoadFS(ctx, s.IcebergProps(props), location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open(location)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
+// Errors with "301" in their text (a port, a key, a request ID) reach the
+// caller of iceberg-go's IO with their cause, not as a missing file: gocloud
+// reads "301" in a failed S3 call as a missing bucket.
+func TestErrorsWith301AreNotMissingFiles(t *testing.T) {
+	cfg := Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 2}
+	keys := map[string]string{PropS3AccessKeyID: "k", PropS3SecretAccessKey: "s", PropS3Region: "us-east-1"}
+	with := func(endpoint string) map[string]string {
+		p := maps.Clone(keys)
+		p[PropS3Endpoint] = endpoint
+		return p
+	}
+
+	t.Run("refused on a port with 301", func(t *testing.T) {
+		addr := portWith301(t)
+		err := openThroughIceberg(t, cfg, with("http://"+addr), "s3://b/wh/t/metadata/v1.metadata.json")
+		if err == nil || errors.Is(err, iofs.ErrNotExist) || !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("err %v; want ErrUnreachable, connection refused, not a missing file", err)
+		}
+	})
+	t.Run("503 with 301 in its request ID", func(t *testing.T) {
+		url := rawServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("x-amz-request-id", "7E301A")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		err := openThroughIceberg(t, cfg, with(url), "s3://b/wh/t/metadata/v1.metadata.json")
+		if err == nil || errors.Is(err, iofs.ErrNotExist) || !strings.Contains(err.Error(), "StatusCode: 503") {
+			t.Fatalf("err %v; want the 503, not a missing file", err)
+		}
+	})
+	t.Run("connection reset reading a 00301 key", func(t *testing.T) {
+		url := rawServer(t, func(w http.ResponseWriter, r *http.Request) {
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.(*net.TCPConn).SetLinger(0) // a reset, not an orderly close
+				c.Close()
+			}
+		})
+		err := openThroughIceberg(t, cfg, with(url), "s3://b/wh/t/metadata/00301-6a1f.metadata.json")
+		if err == nil || errors.Is(err, iofs.ErrNotExist) || !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("err %v; want the reset, not a missing file", err)
+		}
+	})
+	// A timeout is a deadline, which gocloud passes on unread: its text,
+	// host and key included, is left as it is.
+	t.Run("stalled read of a 00301 key", func(t *testing.T) {
+		srv := s3test.Start(t, "warehouse")
+		srv.StallWhen(func(_ string, r *http.Request) bool { return true })
+		err := openThroughIceberg(t, cfg, srv.Props(), "s3://warehouse/wh/t/metadata/00301-6a1f.metadata.json")
+		if err == nil || errors.Is(err, iofs.ErrNotExist) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v; want a deadline, not a missing file", err)
+		}
+		for _, w := range []string{srv.URL + "/warehouse/wh/t/metadata/00301-6a1f.metadata.json", "timeout"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error lacks %q: %v", w, err)
+			}
+		}
+	})
 }

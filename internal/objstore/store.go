@@ -11,6 +11,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // FileInfo is one listed file, or (Dir set) a folder the listing did not
@@ -131,21 +132,50 @@ func (s IOStore) Delete(ctx context.Context, paths []string) ([]string, map[stri
 
 // NewStore returns the store for a table's location: an S3Store for s3://,
 // s3a:// and s3n:// locations, an IOStore over the table's iceberg-go IO
-// otherwise. props are the catalog properties (s3.endpoint, s3.region,
-// credentials...); s3.* table properties fill in what they leave out. The
-// S3 client's transport is the ambient one of ctx (see S3Settings).
-func NewStore(ctx context.Context, tbl *table.Table, props map[string]string) (Store, error) {
+// otherwise. The S3 client starts from base, the settings start-up built
+// from the catalog properties, with the table's s3.* properties filling in
+// what they leave out (S3.ForTable): the AWS environment is not read again.
+// Without base (start-up built none: no catalog property names S3), the
+// settings are built here from props, the catalog properties, and the
+// table's, over the ambient transport of ctx (see S3Settings).
+func NewStore(ctx context.Context, tbl *table.Table, base S3, props map[string]string) (Store, error) {
 	scheme, _, _ := strings.Cut(tbl.Location(), "://")
 	if isS3Scheme(strings.ToLower(scheme)) {
-		client, err := NewS3Client(ctx, nil, TableProps(props, tbl.Properties()))
+		if base.TableIO {
+			if c, ok := tableIOClient(ctx, tbl); ok {
+				return NewS3Store(c), nil
+			}
+		}
+		var s S3
+		var err error
+		if base.Built() {
+			s, err = base.ForTable(tbl.Properties())
+		} else {
+			s, err = S3Settings(ctx, nil, TableProps(props, tbl.Properties()))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("S3 client for %s: %w", tbl.Location(), err)
 		}
-		return NewS3Store(client), nil
+		return NewS3Store(s.Client()), nil
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open table IO: %w", err)
 	}
 	return IOStore{FS: fs}, nil
+}
+
+// tableIOClient returns the S3 client of the table's iceberg-go IO when that
+// IO is gocloud's S3 bucket (which hands out its client through As).
+func tableIOClient(ctx context.Context, tbl *table.Table) (*s3.Client, bool) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, false // the caller's own settings then say why
+	}
+	b, ok := fs.(interface{ As(any) bool })
+	var c *s3.Client
+	if !ok || !b.As(&c) || c == nil {
+		return nil, false
+	}
+	return c, true
 }

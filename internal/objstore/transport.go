@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -170,14 +171,38 @@ func redacted(r *http.Request) string {
 }
 
 // requestError carries the request an attempt failed on to the retry log.
-// Its text is the error's own: gocloud's s3blob looks for "301" in the text
-// of an S3 error to mean a missing bucket, so a URL must not be added to it.
+//
+// gocloud's s3blob, under iceberg-go's S3 IO, takes any failed S3 call whose
+// text contains "301" for a missing bucket (a 301 redirect), and iceberg-go
+// then reports "file does not exist" without the cause: a refused port
+// 46301, a reset while reading 00301-….metadata.json, a 503 whose request ID
+// holds 301. So the text is the error's own, no URL added, and a "301" in it
+// is written "3·01" unless the store did answer 301, or the error is one
+// gocloud passes on unread (a deadline, a cancellation, EOF).
 type requestError struct {
 	err     error
 	request string
 }
 
-func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Error() string {
+	msg := e.err.Error()
+	var re *awshttp.ResponseError
+	if errors.As(e.err, &re) && re.HTTPStatusCode() == http.StatusMovedPermanently ||
+		errors.Is(e, context.DeadlineExceeded) || errors.Is(e.err, context.Canceled) || errors.Is(e.err, io.EOF) {
+		return msg
+	}
+	return strings.ReplaceAll(msg, "301", "3·01")
+}
+
+// Is makes an attempt that failed on the transport's progress deadline
+// (progressConn: os.ErrDeadlineExceeded) a context.DeadlineExceeded too, as
+// net/http's own timeouts (awaiting response headers) already are: a stall
+// is one kind of error whichever timer caught it, and gocloud passes a
+// deadline on with its text.
+func (e *requestError) Is(target error) bool {
+	return target == context.DeadlineExceeded && errors.Is(e.err, os.ErrDeadlineExceeded)
+}
+
 func (e *requestError) Unwrap() error { return e.err }
 
 // nameRequests wraps the error of every attempt in a requestError. It runs

@@ -74,6 +74,9 @@ type Config struct {
 	Prefix string
 	// Overrides are more config overrides for clients.
 	Overrides map[string]string
+	// TableConfig is the "config" of every LoadTable answer (the table's
+	// IO properties, s3.endpoint and the like).
+	TableConfig map[string]string
 	// BeforeCommit, when set, runs before each commit's requirements are
 	// checked: a test commits there as a concurrent writer would (through
 	// the backing catalog, not this server), or returns a *Reply to answer
@@ -417,10 +420,14 @@ func (s *Server) loadTable(w http.ResponseWriter, r *http.Request, endpoint stri
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	tableConfig := s.cfg.TableConfig
+	if tableConfig == nil {
+		tableConfig = map[string]string{}
+	}
 	// Every snapshot is returned, also for snapshots=refs: the spec lets a
 	// server send more than the referenced ones.
 	s.reply(w, endpoint, http.StatusOK, map[string]any{
-		"metadata-location": tbl.MetadataLocation(), "metadata": tbl.Metadata(), "config": map[string]string{},
+		"metadata-location": tbl.MetadataLocation(), "metadata": tbl.Metadata(), "config": tableConfig,
 	}, (*checker).loadTableResult)
 }
 

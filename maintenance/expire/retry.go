@@ -19,7 +19,7 @@ import (
 // ErrDeletedReferenced: a retried file was deleted that the table's
 // metadata, caught up after the deletes, references: a writer committed it
 // while it was being deleted, and the table has lost a live file.
-var ErrDeletedReferenced = errors.New("deleted files that the table references")
+var ErrDeletedReferenced = catchup.ErrDeletedReferenced
 
 // RetryOptions carry what RetryDeletes needs besides the paths.
 type RetryOptions struct {

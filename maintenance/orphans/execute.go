@@ -18,7 +18,7 @@ import (
 
 // ErrDeletedReferenced: a file was deleted that the table's metadata,
 // re-loaded after the deletes, references; the table has lost a live file.
-var ErrDeletedReferenced = errors.New("deleted files that the table references")
+var ErrDeletedReferenced = catchup.ErrDeletedReferenced
 
 // TableLoader re-loads a table; the catalog satisfies it.
 type TableLoader interface {
@@ -191,7 +191,9 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, store objst
 					err, ok := failed[p]
 					switch {
 					case !ok:
-					case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+					case runCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+						// Left by the run's own end. A store request that timed
+						// out is a deadline error too, but a failure.
 						res.NotAttempted++
 					default:
 						res.Failed = append(res.Failed, Failure{Path: p, Err: err})

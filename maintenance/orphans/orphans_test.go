@@ -148,7 +148,7 @@ func (lt *localTable) assertLiveIntact(t *testing.T) {
 
 func (lt *localTable) store(t *testing.T) objstore.Store {
 	t.Helper()
-	s, err := objstore.NewStore(context.Background(), lt.tbl, nil)
+	s, err := objstore.NewStore(context.Background(), lt.tbl, objstore.S3{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

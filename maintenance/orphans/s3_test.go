@@ -56,7 +56,7 @@ func newS3Table(t *testing.T, appends, parts int, buckets ...string) *s3Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := objstore.NewStore(ctx, tbl, srv.Props())
+	store, err := objstore.NewStore(ctx, tbl, objstore.S3{}, srv.Props())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,5 +430,32 @@ func TestS3CancelledRunStopsBetweenBatches(t *testing.T) {
 	if left := st.list(t, bucket, st.root.key+"/data/junk/"); len(left) != 1500 {
 		t.Fatalf("%d junk objects left, want 1500", len(left))
 	}
+	st.assertLiveIntact(t)
+}
+
+// A DeleteObjects that stalls until the request timeout fails the run: the
+// timeout is a deadline error, but not the run's, so the files count as
+// failed, not as left by a cancelled run (which would report success).
+func TestS3StalledDeleteFailsTheRun(t *testing.T) {
+	st := newS3Table(t, 2, 1)
+	for i := range 3 {
+		st.put(t, bucket, fmt.Sprintf("%s/data/junk/%d.parquet", st.root.key, i), []byte("junk"))
+	}
+	ctx := context.Background()
+	client, err := objstore.NewS3Client(ctx, objstore.NewTransport(objstore.Config{RequestTimeout: 200 * time.Millisecond, MaxAttempts: 2}, nil), st.srv.Props())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := objstore.NewS3Store(client)
+	plan, err := PlanTable(ctx, st.tbl, store, DefaultConfig(), st.t0.Add(old), nil)
+	if err != nil || len(plan.Candidates) != 3 {
+		t.Fatalf("plan %+v err %v", plan, err)
+	}
+	st.srv.StallWhen(func(op string, _ *http.Request) bool { return op == "DeleteObjects" })
+	res, err := Execute(ctx, st.cat, st.tbl, store, plan, DefaultConfig(), Options{})
+	if !errors.Is(err, ErrDeleteFailed) || len(res.Failed) != 3 || res.NotAttempted != 0 {
+		t.Fatalf("res %+v err %v; want ErrDeleteFailed with 3 failed", res, err)
+	}
+	st.srv.StallWhen(nil)
 	st.assertLiveIntact(t)
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/glue"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/config"
+	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
+	"github.com/iceberg-maintainer/maintainer/internal/objstore"
+	"github.com/iceberg-maintainer/maintainer/internal/s3test"
+)
+
+// glueServer answers Glue's GetTable for any table with an Iceberg table
+// whose metadata is metadataLocation; it closes when the test ends.
+func glueServer(t *testing.T, metadataLocation string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") != "AWSGlue.GetTable" {
+			http.Error(w, "not faked: "+r.Header.Get("X-Amz-Target"), http.StatusNotImplemented)
+			return
+		}
+		var in struct{ DatabaseName, Name string }
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		if in.Name == "missing" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"__type":"EntityNotFoundException","Message":"Table missing not found."}`))
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"Table": map[string]any{
+			"Name": in.Name, "DatabaseName": in.DatabaseName, "VersionId": "1", "TableType": "EXTERNAL_TABLE",
+			"Parameters": map[string]string{"table_type": "ICEBERG", "metadata_location": metadataLocation},
+		}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A Glue table's metadata is read with the object_store transport: a
+// stalled object store fails the load in about request_timeout ×
+// max_attempts, not when the caller's context ends. (iceberg-go reads it
+// under the Glue catalog's AWS config, which the context's does not reach.)
+func TestGlueTableMetadataReadHasObjectStoreTimeouts(t *testing.T) {
+	store := s3test.Start(t, "warehouse")
+	store.StallWhen(func(string, *http.Request) bool { return true })
+	props := store.Props()
+	props["type"] = config.CatalogGlue
+	props[glue.Endpoint] = glueServer(t, "s3://warehouse/wh/db/t/metadata/00001-a.metadata.json")
+	props[glue.Region] = s3test.Region
+	props[glue.AccessKeyID], props[glue.SecretAccessKey] = s3test.AccessKeyID, s3test.SecretAccessKey
+	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 2}, nil), props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(s3.Context(t.Context()), 30*time.Second)
+	defer cancel()
+	cat, err := loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cat.LoadTable(ctx, table.Identifier{"db", "t"})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("load of a table on a stalled store: err %v, context %v; want the store's timeout before the context's", err, ctx.Err())
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), strings.TrimPrefix(store.URL, "http://")) {
+		t.Fatalf("err %v; want a timeout naming the store", err)
+	}
+}
+
+// A Glue catalog's metadata locations are read from Glue (GetTable), so
+// that orphan removal can rule out a Glue table that does not load by where
+// its metadata is; a table Glue does not have has none ("": not ruled out).
+func TestGlueLocatorReadsTheMetadataLocation(t *testing.T) {
+	const loc = "s3://warehouse/wh/db/t/metadata/00001-a.metadata.json"
+	props := map[string]string{glue.Endpoint: glueServer(t, loc), glue.Region: s3test.Region,
+		glue.AccessKeyID: s3test.AccessKeyID, glue.SecretAccessKey: s3test.SecretAccessKey}
+	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.DefaultConfig(), nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.CatalogConfig{Name: "g", Type: config.CatalogGlue, Props: props, Requests: catalogcall.DefaultConfig()}
+	l := glueLocator(t.Context(), c, s3, slog.New(slog.DiscardHandler))
+	if l == nil {
+		t.Fatal("no locator for a Glue catalog")
+	}
+	if got, err := l.MetadataLocation(t.Context(), table.Identifier{"db", "t"}); err != nil || got != loc {
+		t.Fatalf("metadata location %q, err %v; want %s", got, err, loc)
+	}
+	if got, err := l.MetadataLocation(t.Context(), table.Identifier{"db", "missing"}); err != nil || got != "" {
+		t.Fatalf("a table Glue does not have: %q, err %v; want \"\"", got, err)
+	}
+	if glueLocator(t.Context(), config.CatalogConfig{Type: config.CatalogREST}, s3, nil) != nil {
+		t.Fatal("a locator for a REST catalog")
+	}
+}
