@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
@@ -18,28 +21,38 @@ func TestRewriteEveryFormatVersion(t *testing.T) {
 		t.Run(fmt.Sprintf("v%d", fv), func(t *testing.T) {
 			ctx := context.Background()
 			cat, tbl, _ := testenv.GeneratedTable(t, gen.Options{Appends: 12, RowsPerAppend: 5, Partitions: 2, FormatVersion: fv})
-			before := testenv.Verify(t, metadataFile(tbl))
-			entriesBefore, _ := liveEntries(t, tbl)
 			plan, err := PlanTable(ctx, tbl, testConfig())
 			if err != nil || plan.Empty() {
 				t.Fatalf("plan: %+v, %v", plan, err)
 			}
-			res, err := Execute(ctx, cat, tbl, plan, testConfig(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tbl, err = cat.LoadTable(ctx, tbl.Identifier()); err != nil {
-				t.Fatal(err)
-			}
-			after := testenv.Verify(t, metadataFile(tbl))
-			if after.LiveRows != before.LiveRows || after.Checksum != before.Checksum || after.DataFiles != before.DataFiles {
-				t.Fatalf("before %+v, after %+v", before.SnapshotResult, after.SnapshotResult)
-			}
-			entriesAfter, listAfter := liveEntries(t, tbl)
-			sameEntries(t, entriesBefore, entriesAfter)
+			res, _, listAfter := executeKeepingRows(t, cat, tbl, plan, testConfig())
 			if len(listAfter) != 1 || res.ManifestsBefore != 12 {
 				t.Fatalf("%d manifests after; result %+v", len(listAfter), res)
 			}
 		})
 	}
+}
+
+// executeKeepingRows executes plan on tbl and checks that the re-loaded
+// table reads the same rows and files, with every live entry's snapshot id
+// and sequence numbers unchanged. It returns the result, the re-loaded
+// table and its manifests.
+func executeKeepingRows(t *testing.T, cat Catalog, tbl *table.Table, plan *Plan, cfg Config) (*Result, *table.Table, []iceberg.ManifestFile) {
+	t.Helper()
+	before := testenv.Verify(t, metadataFile(tbl))
+	entriesBefore, _ := liveEntries(t, tbl)
+	res, err := Execute(t.Context(), cat, tbl, plan, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = cat.LoadTable(t.Context(), tbl.Identifier()); err != nil {
+		t.Fatal(err)
+	}
+	after := testenv.Verify(t, metadataFile(tbl))
+	if after.LiveRows != before.LiveRows || after.Checksum != before.Checksum || after.DataFiles != before.DataFiles {
+		t.Fatalf("before %+v, after %+v", before.SnapshotResult, after.SnapshotResult)
+	}
+	entriesAfter, listAfter := liveEntries(t, tbl)
+	sameEntries(t, entriesBefore, entriesAfter)
+	return res, tbl, listAfter
 }
