@@ -249,13 +249,6 @@ func TestCheckRefusesChangedSequenceNumbers(t *testing.T) {
 	}
 }
 
-func TestCommitErrors(t *testing.T) {
-	if !isConflict(table.ErrCommitFailed) || !isConflict(errors.New("Requirement failed: branch main has changed")) ||
-		isConflict(errors.New("timeout")) {
-		t.Fatal("isConflict")
-	}
-}
-
 var discard = slog.New(slog.DiscardHandler)
 
 // Manifests roll over at the target size, in partition order: with a
