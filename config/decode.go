@@ -603,19 +603,25 @@ func (d *decoder) decodeBlock(path string, p pair, t task, set reflect.Value) bo
 }
 
 func unknownKey(key string, names []string) string {
-	best, bestDist := "", 3
-	for _, name := range names {
-		if dist := editDistance(key, name); dist < bestDist {
-			best, bestDist = name, dist
-		}
-	}
-	if best != "" {
+	if best := nearest(key, names); best != "" {
 		return fmt.Sprintf("unknown key (did you mean %q?)", best)
 	}
 	if len(names) == 0 {
 		return "unknown key (nothing is allowed here)"
 	}
 	return "unknown key (allowed: " + strings.Join(names, ", ") + ")"
+}
+
+// nearest is the name of names closest to key, within an edit distance of
+// two, or "".
+func nearest(key string, names []string) string {
+	best, bestDist := "", 3
+	for _, name := range names {
+		if dist := editDistance(key, name); dist < bestDist {
+			best, bestDist = name, dist
+		}
+	}
+	return best
 }
 
 func editDistance(a, b string) int {

@@ -190,12 +190,28 @@ func unknownProps(specs []taskSpec, props map[string]string, used map[string]boo
 	out := map[string][]error{}
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		rest, ok := strings.CutPrefix(name, tableprops.OverridePrefix)
+		if !ok && len(name) >= len(tableprops.OverridePrefix) && strings.EqualFold(name[:len(tableprops.OverridePrefix)], tableprops.OverridePrefix) {
+			// Maintainer.compact.enabled: property names are
+			// case-sensitive, and an opt-out quietly ignored for its
+			// spelling would let the task run.
+			task, _, _ := strings.Cut(name[len(tableprops.OverridePrefix):], ".")
+			task = strings.ToLower(task)
+			if !slices.Contains(tasks, task) {
+				task = ""
+			}
+			out[task] = append(out[task], propError(name, props[name], fmt.Sprintf("property names are case-sensitive: write %q", strings.ToLower(name))))
+			continue
+		}
 		if !ok || used[name] {
 			continue
 		}
 		task, key, _ := strings.Cut(rest, ".")
 		if !slices.Contains(tasks, task) {
-			out[""] = append(out[""], propError(name, props[name], fmt.Sprintf("names no task %q (the tasks: %s)", task, strings.Join(tasks, ", "))))
+			msg := fmt.Sprintf("names no task %q (the tasks: %s)", task, strings.Join(tasks, ", "))
+			if near := nearestTask(task, tasks); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
+			out[""] = append(out[""], propError(name, props[name], msg))
 			continue
 		}
 		msg := "unknown key"
@@ -205,6 +221,20 @@ func unknownProps(specs []taskSpec, props map[string]string, used map[string]boo
 		out[task] = append(out[task], propError(name, props[name], msg))
 	}
 	return out
+}
+
+// nearestTask suggests the task a misspelt name meant: a close spelling
+// (expiry), or a task the name starts with (compaction).
+func nearestTask(name string, tasks []string) string {
+	if near := nearest(name, tasks); near != "" {
+		return near
+	}
+	for _, t := range tasks {
+		if strings.HasPrefix(name, t) {
+			return t
+		}
+	}
+	return ""
 }
 
 // taskKeys lists the tasks of specs, once each, in order.

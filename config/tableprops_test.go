@@ -195,3 +195,43 @@ func TestTablePropertyContradictsAnotherField(t *testing.T) {
 		t.Errorf("compact = %+v; want the config's", r.Compact)
 	}
 }
+
+// A maintainer property spelt with another case (Maintainer.compact.enabled,
+// as some tools write keys) is refused, not ignored: the opt-out it holds
+// would otherwise be lost and the task run. One naming a task fails that
+// task; one naming none fails every task. A misspelt task is suggested.
+func TestTablePropertyOtherCase(t *testing.T) {
+	c := mustParse(t, minimal, nil)
+	r, err := c.ForTable("db.t", map[string]string{"Maintainer.Compact.enabled": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `Maintainer.Compact.enabled="false": property names are case-sensitive: write "maintainer.compact.enabled"`
+	if e := r.Invalid["compact"]; e == nil || !errors.Is(e, ErrTableProperty) || !strings.Contains(e.Error(), want) {
+		t.Errorf("Invalid[compact] = %v; want it to contain %s", e, want)
+	}
+	if e := r.Invalid["expire"]; e != nil {
+		t.Errorf("Invalid[expire] = %v; the property names compact", e)
+	}
+	if !r.Compact.Enabled {
+		t.Error("a refused property turned compaction off")
+	}
+
+	r, err = c.ForTable("db.t", map[string]string{"MAINTAINER.compaction.enabled": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []string{"compact", "deletes", "manifests", "expire", "orphans"} {
+		if e := r.Invalid[task]; e == nil || !strings.Contains(e.Error(), "property names are case-sensitive") {
+			t.Errorf("Invalid[%s] = %v", task, e)
+		}
+	}
+
+	r, err = c.ForTable("db.t", map[string]string{"maintainer.compaction.enabled": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := r.Invalid["compact"]; e == nil || !strings.Contains(e.Error(), `; did you mean "compact"?`) {
+		t.Errorf("Invalid[compact] = %v; want a suggestion", e)
+	}
+}

@@ -38,14 +38,11 @@ func (r *Runner) deletes(ctx context.Context, tbl *table.Table, cfg deletes.Conf
 		Groups: nonNil(plan.Groups), Dangling: nonNil(plan.Dangling), Skipped: nonNil(plan.Skipped),
 		FilesIn: plan.InputFiles(), BytesIn: plan.InputBytes(),
 	}
-	if plan.SnapshotID == 0 {
-		return Outcome{Status: StatusNotDue, Reason: deletes.ReasonNoSnapshot, Deletes: rep}
+	if plan.Empty() {
+		return Outcome{Status: StatusNotDue, Reason: plan.IdleReason(), Deletes: rep}
 	}
 	summary := fmt.Sprintf("drop %d dangling delete files and merge %d small position-delete files in %d groups (%s)",
 		len(plan.Dangling), rep.FilesIn-len(plan.Dangling), len(plan.Groups), HumanBytes(rep.BytesIn))
-	if plan.Empty() {
-		return Outcome{Status: StatusNotDue, Reason: deletes.ReasonNothingToDo, Deletes: rep}
-	}
 	if req.DryRun {
 		return Outcome{Status: StatusPlanned, Reason: "would " + summary, Deletes: rep}
 	}

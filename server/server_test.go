@@ -258,6 +258,20 @@ func TestTrigger(t *testing.T) {
 			result:    resultRejected,
 		},
 		{
+			name:      "blank where is refused, not taken for no scope",
+			body:      `{"table": "sales.orders", "tasks": ["compact"], "where": "  "}`,
+			wantCode:  http.StatusBadRequest,
+			wantInErr: []string{`field "where" is empty; leave it out to ask for a run without a scope`},
+			result:    resultRejected,
+		},
+		{
+			name:      "where of the wrong type names the field",
+			body:      `{"table": "sales.orders", "where": 5}`,
+			wantCode:  http.StatusBadRequest,
+			wantInErr: []string{"field where near byte"},
+			result:    resultRejected,
+		},
+		{
 			name:      "where that is no filter",
 			body:      `{"table": "sales.orders", "where": "dt"}`,
 			wantCode:  http.StatusBadRequest,

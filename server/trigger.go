@@ -31,11 +31,19 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		writeStopping(w)
 		return
 	}
-	var req Request
-	if code, msg := s.decodeBody(w, r, &req, true); code != 0 {
+	// where is read apart, to tell a blank scope from none.
+	var body struct {
+		Request
+		Where *string `json:"where"`
+	}
+	if code, msg := s.decodeBody(w, r, &body, true); code != 0 {
 		count(resultRejected)
 		writeError(w, code, msg)
 		return
+	}
+	req := body.Request
+	if body.Where != nil {
+		req.Where = *body.Where
 	}
 	req.Table = strings.TrimSpace(req.Table)
 	if req.Table == "" {
@@ -51,6 +59,13 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Tasks = tasks
 	req.Where = strings.TrimSpace(req.Where)
+	if body.Where != nil && req.Where == "" {
+		// A script's "where": "$FILTER" with the variable unset must not
+		// turn a scoped run into one of the whole table.
+		count(resultRejected)
+		writeError(w, http.StatusBadRequest, `field "where" is empty; leave it out to ask for a run without a scope`)
+		return
+	}
 	if req.Where != "" {
 		if _, err := rowfilter.Parse(req.Where); err != nil {
 			count(resultRejected)

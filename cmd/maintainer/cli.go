@@ -495,8 +495,11 @@ const whereFlagUsage = "scope compaction to the files that may hold rows matchin
 
 // scopedRequest is req scoped by --where, which must parse and, with
 // --task, come with compact among the tasks.
-func (g *globals) scopedRequest(req maintenance.Request, where string) (maintenance.Request, error) {
-	req.Where = strings.TrimSpace(where)
+func (g *globals) scopedRequest(req maintenance.Request, where *whereFlag) (maintenance.Request, error) {
+	var err error
+	if req.Where, err = where.filter(); err != nil {
+		return req, usageError{fmt.Errorf("--where: %w", err)}
+	}
 	if err := maintenance.CheckScope(g.tasks, req.Where); err != nil {
 		return req, usageError{fmt.Errorf("--where: %w", err)}
 	}
@@ -506,7 +509,7 @@ func (g *globals) scopedRequest(req maintenance.Request, where string) (maintena
 func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 	var force, dryRun bool
 	var parallel int
-	var where string
+	var where whereFlag
 	cmd := &cobra.Command{
 		Use:         "run",
 		Short:       "One maintenance pass over the selected tables (for a CronJob)",
@@ -522,7 +525,7 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun}, where)
+			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: dryRun}, &where)
 			if err != nil {
 				return err
 			}
@@ -530,7 +533,7 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "run the enabled tasks whatever their triggers (thresholds, rate_limit, window) say")
-	cmd.Flags().StringVar(&where, "where", "", whereFlagUsage)
+	cmd.Flags().Var(&where, "where", whereFlagUsage)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan only: write nothing")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "tables maintained at once, each under its own lease (output stays in table order)")
 	return cmd
@@ -538,14 +541,14 @@ func newRunCmd(ctx context.Context, g *globals) *cobra.Command {
 
 func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 	var force bool
-	var where string
+	var where whereFlag
 	cmd := &cobra.Command{
 		Use:         "plan",
 		Short:       "Show what run would do and why; writes nothing",
 		Annotations: honours(tableCommandFlags...),
 		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: true}, where)
+			req, err := g.scopedRequest(maintenance.Request{Tasks: g.tasks, Force: force, DryRun: true}, &where)
 			if err != nil {
 				return err
 			}
@@ -553,7 +556,7 @@ func newPlanCmd(ctx context.Context, g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "show what run --force would do: the enabled tasks whatever their triggers say")
-	cmd.Flags().StringVar(&where, "where", "", whereFlagUsage)
+	cmd.Flags().Var(&where, "where", whereFlagUsage)
 	return cmd
 }
 

@@ -107,9 +107,12 @@ func (p *whereParser) relativeZone(kw token, isDate bool) (*time.Location, int, 
 			return nil, 0, p.errAt(z, "CURRENT_TIMESTAMP takes no time zone", "it is the same instant in every zone")
 		}
 		var err error
-		if z.val == "Local" {
+		switch {
+		case z.val == "Local":
 			err = fmt.Errorf("it depends on the host")
-		} else {
+		case strings.EqualFold(z.val, "UTC"):
+			loc = time.UTC
+		default:
 			loc, err = time.LoadLocation(z.val)
 		}
 		if err != nil {

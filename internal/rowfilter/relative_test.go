@@ -36,6 +36,7 @@ func TestResolveRelativeDates(t *testing.T) {
 		{"dt = current_date('America/New_York') - 1", "dt = DATE '2024-02-28'"},
 		{"dt = CURRENT_DATE('Asia/Tokyo')", "dt = DATE '2024-03-01'"},
 		{"dt = current_date('UTC') - 1", "dt = DATE '2024-02-29'"},
+		{"dt = current_date('utc') - 1", "dt = DATE '2024-02-29'"},
 		// No relative date: unchanged, spacing and case included.
 		{"a  =  1 and b = 'current_date - 1'", "a  =  1 and b = 'current_date - 1'"},
 		{"`current_date` = 1", "`current_date` = 1"},

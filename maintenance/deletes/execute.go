@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
@@ -127,7 +128,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			return res, fmt.Errorf("%w: %w (written files kept; the orphan pass removes them if they are not live)", ErrCommitUnknown, err)
 		}
 		removeFiles(tbl, written, log) // certainly not committed: ours to delete
-		if !errors.Is(err, table.ErrCommitFailed) && !strings.Contains(strings.ToLower(err.Error()), "requirement failed") {
+		if !commitconflict.Is(err) {
 			return res, err // nothing was sent
 		}
 		if ctx.Err() != nil {
@@ -146,8 +147,7 @@ var errNotSent = errors.New("not committed")
 
 // definite reports whether the commit certainly did not land.
 func definite(err error) bool {
-	return errors.Is(err, errNotSent) || errors.Is(err, table.ErrCommitFailed) ||
-		strings.Contains(strings.ToLower(err.Error()), "requirement failed")
+	return errors.Is(err, errNotSent) || commitconflict.Is(err)
 }
 
 // attemptOnce writes the merged files of plan and commits; it returns the

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -83,6 +84,7 @@ type source struct {
 const (
 	ReasonDisabled      = "delete-file upkeep disabled"
 	ReasonNoSnapshot    = "table has no snapshot"
+	ReasonFormatV1      = "format v1: the table has no delete files"
 	ReasonNothingToDo   = "no dangling or small position-delete files"
 	ReasonTooFewFiles   = "fewer small position-delete files than min_input_files"
 	ReasonFormatV3      = "format v3: new position deletes must be deletion vectors, which this task does not write"
@@ -96,6 +98,28 @@ const (
 
 // Empty reports whether the plan changes nothing.
 func (p *Plan) Empty() bool { return len(p.Groups) == 0 && len(p.Dangling) == 0 }
+
+// IdleReason says why an empty plan changes nothing: no snapshot, a v1
+// table, or no dangling file and no partition with enough small ones (then
+// how many small files are left and why, as the plan's skips list them).
+func (p *Plan) IdleReason() string {
+	switch {
+	case p.FormatVersion < 2:
+		return ReasonFormatV1
+	case p.SnapshotID == 0:
+		return ReasonNoSnapshot
+	case len(p.Skipped) == 0:
+		return ReasonNothingToDo
+	}
+	files, why := 0, map[string]bool{}
+	for _, s := range p.Skipped {
+		files += s.Files
+		r, _, _ := strings.Cut(s.Reason, " (")
+		why[r] = true
+	}
+	return fmt.Sprintf("no dangling delete files; %d position-delete file(s) in %d partition(s) left as they are: %s",
+		files, len(p.Skipped), strings.Join(slices.Sorted(maps.Keys(why)), "; "))
+}
 
 // InputFiles counts the delete files the plan removes; InputBytes their bytes.
 func (p *Plan) InputFiles() int {

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
@@ -373,6 +374,5 @@ func (r *refsRequirement) Validate(meta table.Metadata) error {
 // table changed: a lost compare-and-swap or a failed requirement (the SQL
 // and hadoop catalogs return the latter as plain errors).
 func isConflict(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) || errors.Is(err, errRefsChanged) ||
-		strings.Contains(strings.ToLower(err.Error()), "requirement failed")
+	return errors.Is(err, errRefsChanged) || commitconflict.Is(err)
 }

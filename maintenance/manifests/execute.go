@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
@@ -122,7 +123,7 @@ func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg
 		if errors.Is(err, errStage) {
 			return res, err
 		}
-		if !isConflict(err) {
+		if !commitconflict.Is(err) {
 			// The catalog may have taken it: look for the snapshot, and
 			// never delete manifests that may be live.
 			if e.findOwn(ctx, cur.Identifier(), out) {
@@ -315,7 +316,7 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 		return fmt.Errorf("%w: stopped: %w", errStage, context.Cause(ctx))
 	}
 	if _, _, err := e.cat.CommitTable(ctx, tbl.Identifier(), reqs, updates); err != nil {
-		if isConflict(err) {
+		if commitconflict.Is(err) {
 			_ = wfs.Remove(snap.ManifestList) // never referenced
 		}
 		return err
@@ -380,13 +381,6 @@ func (e *executor) removeFile(path string) error {
 		return nil
 	}
 	return e.fs.Remove(path)
-}
-
-// isConflict reports errors after which the commit certainly did not land:
-// a conflict the catalog reported or a failed requirement.
-func isConflict(err error) bool {
-	return errors.Is(err, table.ErrCommitFailed) ||
-		strings.Contains(strings.ToLower(err.Error()), "requirement failed")
 }
 
 // newSnapshotID returns a snapshot id the table does not use, made as

@@ -86,11 +86,13 @@ func parseWindowPart(s string) (windowPart, error) {
 		if name == "Local" {
 			return p, errors.New(`time zone "Local" depends on the host; name the zone, e.g. Europe/Berlin`)
 		}
-		loc, err := time.LoadLocation(name)
-		if err != nil {
-			return p, fmt.Errorf("time zone %q: %w", name, err)
+		if !strings.EqualFold(name, "UTC") { // utc, as days are in any case
+			loc, err := time.LoadLocation(name)
+			if err != nil {
+				return p, fmt.Errorf("time zone %q: %w", name, err)
+			}
+			p.loc = loc
 		}
-		p.loc = loc
 		i++
 	}
 	if i < len(fields) {

@@ -49,6 +49,7 @@ func TestWindowContainsAndNextOpen(t *testing.T) {
 		{"Mon-Fri 01:00-05:00 Europe/Berlin", at(2, 23, 30), true, time.Time{}},
 		{"Mon-Fri 01:00-05:00 Europe/Berlin", at(2, 3, 0), false, time.Date(2025, 6, 3, 1, 0, 0, 0, berlin)},
 		{"mon-fri 01:00-05:00 UTC", at(2, 2, 0), true, time.Time{}},
+		{"mon-fri 01:00-05:00 utc", at(2, 2, 0), true, time.Time{}},
 	} {
 		w, err := ParseWindow(tc.window)
 		if err != nil {

@@ -1,0 +1,28 @@
+package commitconflict
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+)
+
+// A refusal is a conflict however it is wrapped or spelt; a failure that
+// may have landed (no answer, a reset connection) never is.
+func TestIs(t *testing.T) {
+	conflicts := []error{
+		errors.Join(errors.New("commit table"), table.ErrCommitFailed),
+		errors.New("Requirement failed: branch main has changed"), // the SQL catalog's plain error
+	}
+	others := []error{nil, errors.New("context deadline exceeded"), errors.New("connection reset by peer")}
+	for _, err := range conflicts {
+		if !Is(err) {
+			t.Errorf("Is(%v) = false; want a conflict", err)
+		}
+	}
+	for _, err := range others {
+		if Is(err) {
+			t.Errorf("Is(%v) = true; it may have landed", err)
+		}
+	}
+}
