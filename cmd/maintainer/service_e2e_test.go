@@ -317,7 +317,9 @@ const serveToken = "e2e-token"
 // startServe starts serve on cfg and waits until it listens and has polled.
 func startServe(t *testing.T, w *genWarehouse, cfg string) *serveProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// A bound on a hung serve, not on the test: the fleet tests' replicas
+	// live about 4 minutes on a loaded 2-core machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	t.Cleanup(cancel)
 	p := &serveProc{t: t, proc: startWatched(t, ctx, w.dir, "serve", "--config", cfg, "--log-level", "debug")}
 	p.base = "http://" + p.proc.waitLine(t, regexp.MustCompile(`msg=listening addr=(\S+)`))[1]
