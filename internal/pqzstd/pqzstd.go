@@ -11,6 +11,15 @@
 // runs). They are built with arrow-go's options, so the bytes written are
 // the same; decoding and streams are arrow-go's own. The best-compression
 // level is left to arrow-go: its encoders hold tens of MiB of tables each.
+//
+// An encoder of arrow-go's options keeps a history buffer of twice the
+// level's window (16 MiB at the default level), allocated and zeroed in
+// full for the first page larger than a zstd block, though a page is
+// about 1 MiB. This codec encodes a page with an encoder of the smallest
+// window, from 1 MiB, that the page is shorter than: no match in one page
+// reaches further back than the page's start and the frame header of a
+// page shorter than the window does not depend on it, so the bytes are
+// those of the level's own window, in a quarter of the memory or less.
 package pqzstd
 
 import (
@@ -30,10 +39,37 @@ type Codec struct {
 	keep  int           // encoders kept per level
 	idle  time.Duration // after this long unused, the kept encoders go
 	mu    sync.Mutex
-	free  map[zstd.EncoderLevel][]*zstd.Encoder
+	free  map[encoderKey][]*zstd.Encoder
 	used  time.Time   // last put
 	trim  *time.Timer // armed while encoders are kept
 	built int         // encoders built, for tests
+}
+
+// encoderKey is a class of encoders: a level, and a window below the
+// level's own (0: the level's own).
+type encoderKey struct {
+	level  zstd.EncoderLevel
+	window int
+}
+
+// minWindow is the smallest window of an encoder: pages are about 1 MiB
+// (write.parquet.page-size-bytes), dictionary pages up to 2 MiB.
+const minWindow = 1 << 20
+
+// keyFor is the class of encoders that encodes n bytes at level lv as an
+// encoder of the level's own window does: the smallest window, from
+// minWindow, that n bytes are shorter than, if that is below the level's.
+func keyFor(lv zstd.EncoderLevel, n int) encoderKey {
+	own := 8 << 20 // the window klauspost gives every level but the fastest
+	if lv == zstd.SpeedFastest {
+		own = 4 << 20
+	}
+	for w := minWindow; w < own; w <<= 1 {
+		if n < w {
+			return encoderKey{level: lv, window: w}
+		}
+	}
+	return encoderKey{level: lv}
 }
 
 // idleAfter is how long kept encoders outlive their last use.
@@ -52,7 +88,7 @@ func New(base compress.Codec) (*Codec, error) {
 	if !ok {
 		return nil, fmt.Errorf("arrow-go's zstd codec %T lacks error-reporting decoding or streams", base)
 	}
-	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), idle: idleAfter, free: map[zstd.EncoderLevel][]*zstd.Encoder{}}, nil
+	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), idle: idleAfter, free: map[encoderKey][]*zstd.Encoder{}}, nil
 }
 
 // Register installs the codec for zstd in place of arrow-go's. arrow-go's
@@ -89,41 +125,48 @@ func (c *Codec) EncodeLevel(dst, src []byte, l int) []byte {
 	if lv >= zstd.SpeedBestCompression {
 		return c.base.EncodeLevel(dst, src, l)
 	}
-	enc := c.get(lv)
+	k := keyFor(lv, len(src))
+	enc := c.get(k)
 	out := enc.EncodeAll(src, dst[:0])
-	c.put(lv, enc)
+	c.put(k, enc)
 	return out
 }
 
 // Encode is arrow-go's: its single shared encoder has other options.
 func (c *Codec) Encode(dst, src []byte) []byte { return c.base.Encode(dst, src) }
 
-func (c *Codec) get(lv zstd.EncoderLevel) *zstd.Encoder {
+func (c *Codec) get(k encoderKey) *zstd.Encoder {
 	c.mu.Lock()
-	if f := c.free[lv]; len(f) > 0 {
+	if f := c.free[k]; len(f) > 0 {
 		enc := f[len(f)-1]
-		c.free[lv] = f[:len(f)-1]
+		c.free[k] = f[:len(f)-1]
 		c.mu.Unlock()
 		return enc
 	}
 	c.built++
 	c.mu.Unlock()
 	// arrow-go's options for block encoding (compress.zstdCodec).
-	enc, err := zstd.NewWriter(nil, zstd.WithZeroFrames(true), zstd.WithEncoderLevel(lv),
-		zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true))
+	opts := []zstd.EOption{zstd.WithZeroFrames(true), zstd.WithEncoderLevel(k.level),
+		zstd.WithEncoderConcurrency(1), zstd.WithAllLitEntropyCompression(true)}
+	if k.window > 0 {
+		// After the level, which sets the block size only while the
+		// window is its own.
+		opts = append(opts, zstd.WithWindowSize(k.window))
+	}
+	enc, err := zstd.NewWriter(nil, opts...)
 	if err != nil {
 		panic(fmt.Errorf("build zstd encoder: %w", err)) // only for invalid options
 	}
 	return enc
 }
 
-// put keeps enc for the next page, up to one per processor and level: more
-// cannot be busy at once for long.
-func (c *Codec) put(lv zstd.EncoderLevel, enc *zstd.Encoder) {
+// put keeps enc for the next page, up to one per processor and class:
+// more cannot be busy at once for long.
+func (c *Codec) put(k encoderKey, enc *zstd.Encoder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.free[lv]) < c.keep {
-		c.free[lv] = append(c.free[lv], enc)
+	if len(c.free[k]) < c.keep {
+		c.free[k] = append(c.free[k], enc)
 	}
 	c.used = time.Now()
 	if c.trim == nil {

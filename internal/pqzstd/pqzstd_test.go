@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/klauspost/compress/zstd"
 )
 
 // pages returns inputs shaped like Parquet pages: tiny, repetitive,
@@ -30,6 +31,45 @@ func pages() map[string][]byte {
 		"zeros":      make([]byte, 64<<10),
 		"random":     random,
 		"text, 1MiB": text.Bytes(),
+		// Around the windows of the encoders (keyFor), with matches from
+		// the far end of each: a block of random bytes, then it again.
+		"1MiB-1, far matches":   repeated(r, 1<<20-1),
+		"1MiB, far matches":     repeated(r, 1<<20),
+		"1.4MiB, far matches":   repeated(r, 1400<<10),
+		"2MiB+1, far matches":   repeated(r, 2<<20+1),
+		"3.9MiB, far matches":   repeated(r, 3990<<10),
+		"6MiB, far matches":     repeated(r, 6<<20),
+		"4MiB+5, text repeated": bytes.Repeat(text.Bytes(), 5)[:4<<20+5],
+	}
+}
+
+// repeated returns n bytes: a random block of half of them, twice.
+func repeated(r *rand.Rand, n int) []byte {
+	half := make([]byte, (n+1)/2)
+	for i := range half {
+		half[i] = byte(r.Uint32())
+	}
+	return append(half, half[:n-len(half)]...)
+}
+
+func TestKeyFor(t *testing.T) {
+	for _, c := range []struct {
+		level  zstd.EncoderLevel
+		n      int
+		window int
+	}{
+		{zstd.SpeedDefault, 100, 1 << 20},
+		{zstd.SpeedDefault, 1<<20 - 1, 1 << 20},
+		{zstd.SpeedDefault, 1 << 20, 2 << 20},
+		{zstd.SpeedDefault, 4<<20 - 1, 4 << 20},
+		{zstd.SpeedDefault, 4 << 20, 0},
+		{zstd.SpeedBetterCompression, 3 << 20, 4 << 20},
+		{zstd.SpeedFastest, 2<<20 - 1, 2 << 20},
+		{zstd.SpeedFastest, 2 << 20, 0},
+	} {
+		if got := keyFor(c.level, c.n); got != (encoderKey{level: c.level, window: c.window}) {
+			t.Errorf("keyFor(%s, %d) = %+v, want window %d", c.level, c.n, got, c.window)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/offheap"
@@ -26,7 +29,8 @@ import (
 // iteration rewrites the same input. Size it with BENCH_APPENDS (default 100
 // files of BENCH_ROWS=2000 rows over BENCH_PARTS=10 days); the full-size, side-by-side
 // comparison with iceberg-go's CLI is `go run ./internal/bench/compactbench`.
-// BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
+// BENCH_TABLE=folder rewrites a table compactbench generated (its
+// table.orig) instead. BENCH_DIRECT=0 sends every group through iceberg-go's scan and writer
 // instead of the direct path; BENCH_COPY=0 keeps the direct path in Arrow
 // mode instead of copying leaf by leaf; BENCH_OFFHEAP=0 keeps the writers'
 // buffers on the Go heap instead of the binary's offheap allocator.
@@ -37,8 +41,15 @@ func BenchmarkRewriteGroups(b *testing.B) {
 	rows := envInt("BENCH_ROWS", 2000)
 	// BENCH_PER_COMMIT appends to a snapshot generate large tables quickly.
 	opt := gen.Options{Appends: appends, RowsPerAppend: rows, Partitions: envInt("BENCH_PARTS", 10), Seed: 7, FilesPerCommit: envInt("BENCH_PER_COMMIT", 1)}
-	cat, tbl, dir := testenv.GeneratedTable(b, opt)
-	f := &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+	var f *fixture
+	if dir := os.Getenv("BENCH_TABLE"); dir != "" {
+		// A table compactbench generated (its folder's table.orig): the
+		// rewrites only read it, so the same files are profiled as timed.
+		f = benchTable(b, dir)
+	} else {
+		cat, tbl, dir := testenv.GeneratedTable(b, opt)
+		f = &fixture{cat: cat, tbl: tbl, opt: opt, dir: dir}
+	}
 	// BENCH_PROPS=k=v,k=v sets table properties first (the writer reads
 	// write.parquet.* from them), to measure their effect.
 	if raw := os.Getenv("BENCH_PROPS"); raw != "" {
@@ -111,6 +122,21 @@ func BenchmarkRewriteGroups(b *testing.B) {
 		}
 		wg.Wait()
 	}
+}
+
+// benchTable opens the table demo.events of a compactbench table folder.
+func benchTable(b *testing.B, dir string) *fixture {
+	ctx := context.Background()
+	cat, err := gen.OpenSQLiteCatalog(ctx, "default", filepath.Join(dir, "catalog.db"), filepath.Join(dir, "warehouse"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cat.Close() })
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "events"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &fixture{cat: cat, tbl: tbl, dir: dir}
 }
 
 // watchHeap samples the live heap every few milliseconds; the returned
