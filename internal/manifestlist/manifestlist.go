@@ -4,12 +4,27 @@
 package manifestlist
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 )
+
+// NewSnapshotID returns a snapshot id the table does not use, made as
+// Iceberg makes them (the two halves of a random UUID folded).
+func NewSnapshotID(meta table.Metadata) int64 {
+	for {
+		u := uuid.New()
+		id := int64((binary.LittleEndian.Uint64(u[:8]) ^ binary.LittleEndian.Uint64(u[8:])) & math.MaxInt64)
+		if id != 0 && meta.SnapshotByID(id) == nil {
+			return id
+		}
+	}
+}
 
 // Write writes snap's manifest list, listing list, to snap.ManifestList for
 // a table of format version. On v3, data manifests without a first row id

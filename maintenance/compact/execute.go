@@ -532,18 +532,17 @@ func (e *executor) unknown(batch []groupOutput, err error) {
 	}
 }
 
-// build builds the rewrite of the batch on e.current through iceberg-go
-// and commits it; when the commit loses a race, the staged rewrite is
+// build builds the rewrite of the batch on e.current (commit.go, or
+// through iceberg-go where that does not write it) and commits it; when the commit loses a race, the staged rewrite is
 // returned for the next attempt to re-apply.
 func (e *executor) build(ctx context.Context, batch []groupOutput, batchID string, dead []iceberg.DataFile) (*stagedRewrite, *table.Snapshot, error) {
+	if e.ownCommit() {
+		return e.buildOwn(ctx, batch, batchID, dead)
+	}
 	base := e.current.CurrentSnapshot()
 	txn := e.current.NewTransaction()
-	props := iceberg.Properties{
-		tableprops.SummaryOperation: "compact",
-		tableprops.SummaryRunID:     e.opts.RunID,
-		tableprops.SummaryBatch:     batchID,
-	}
-	e.markPartitions(props, batch)
+	props := iceberg.Properties{}
+	e.markers(props, batch, batchID)
 	rw := txn.NewRewrite(props)
 	// Keep the data sequence number of the planned snapshot, as Spark's
 	// use-starting-sequence-number does: equality deletes committed by a
@@ -584,6 +583,14 @@ func (e *executor) build(ctx context.Context, batch []groupOutput, batchID strin
 }
 
 var errStage = errors.New("stage rewrite")
+
+// markers tag a batch's snapshot as this run's compaction.
+func (e *executor) markers(props iceberg.Properties, batch []groupOutput, batchID string) {
+	props[tableprops.SummaryOperation] = "compact"
+	props[tableprops.SummaryRunID] = e.opts.RunID
+	props[tableprops.SummaryBatch] = batchID
+	e.markPartitions(props, batch)
+}
 
 // isDefiniteFailure reports errors after which the commit certainly did not
 // land: conflicts the catalog reported and failed requirements. (Staging

@@ -104,7 +104,6 @@ func (e *executor) resolve(st *stagedRewrite) error {
 // the head st was last applied on must have been checked by dropConflicts
 // first.
 func (e *executor) reapply(ctx context.Context, st *stagedRewrite, attempt int) (*table.Snapshot, error) {
-	cat := e.cat.(table.CatalogIO)
 	meta := e.current.Metadata()
 	head := e.current.CurrentSnapshot()
 	if head == nil {
@@ -173,35 +172,12 @@ func (e *executor) reapply(ctx context.Context, st *stagedRewrite, attempt int) 
 	if err := writeManifestList(e.fs.(iceio.WriteFileIO), snap, list); err != nil {
 		return nil, fmt.Errorf("%w: write manifest list %s: %w", errStage, snap.ManifestList, err)
 	}
-	builder, err := table.MetadataBuilderFromBase(meta, e.current.MetadataLocation())
-	if err != nil {
-		e.removeList(snap.ManifestList)
-		return nil, fmt.Errorf("%w: %w", errStage, err)
-	}
-	updates := []table.Update{
-		table.NewAddSnapshotUpdate(&snap),
-		// The catalog replaces the ref as a whole: keep main's retention.
-		builder.NewRetainingSnapshotRefUpdate(table.MainBranch, snap.SnapshotID, table.BranchRef),
-	}
-	reqs := []table.Requirement{
-		table.AssertTableUUID(meta.TableUUID()),
-		table.AssertRefSnapshotID(table.MainBranch, &parentID),
-	}
 	// Should this attempt lose the race too, the next one starts from here.
 	st.applied = head
 	for p := range present {
 		st.known[p] = true
 	}
-	newMeta, newLoc, err := cat.CommitTable(ctx, e.current.Identifier(), reqs, updates)
-	if err != nil {
-		if isDefiniteFailure(err) {
-			// Never referenced: the next attempt writes its own.
-			e.removeList(snap.ManifestList)
-		}
-		return nil, err
-	}
-	e.current = table.New(e.current.Identifier(), newMeta, newLoc, e.current.FS, cat)
-	return e.current.SnapshotByID(snap.SnapshotID), nil
+	return e.commitSnapshot(ctx, snap)
 }
 
 // reassign returns m with the sequence numbers the manifest list assigns

@@ -21,7 +21,7 @@ import (
 
 // BenchmarkPartitionRSS measures what one `maintainer run --task compact`
 // costs on a table whose one partition holds BENCH_FILES (a comma list,
-// default 10000,20000,40000) files of ~21 KB: wall time, CPU seconds and
+// default 10000,20000,40000,80000) files of ~21 KB: wall time, CPU seconds and
 // the peak resident set of the binary, each run a process of its own.
 // BENCH_BINARIES names the binaries (name=path,name=path); several are run
 // in alternating order round after round (BENCH_ROUNDS, default 3), so that
@@ -47,7 +47,7 @@ func BenchmarkPartitionRSS(b *testing.B) {
 		n, p, _ := strings.Cut(nb, "=")
 		names, paths = append(names, n), append(paths, p)
 	}
-	sizes := []int{10000, 20000, 40000}
+	sizes := []int{10000, 20000, 40000, 80000}
 	if v := os.Getenv("BENCH_FILES"); v != "" {
 		sizes = nil
 		for _, s := range strings.Split(v, ",") {

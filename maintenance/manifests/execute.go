@@ -2,11 +2,9 @@ package manifests
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -195,7 +193,7 @@ func (e *executor) rewrite(ctx context.Context, tbl *table.Table, plan *Plan) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: location provider: %w", errStage, err)
 	}
-	w := &written{snapshotID: newSnapshotID(tbl.Metadata()), replaced: map[string]bool{}}
+	w := &written{snapshotID: manifestlist.NewSnapshotID(tbl.Metadata()), replaced: map[string]bool{}}
 	r := &rewriter{fs: wfs, loc: loc, meta: tbl.Metadata(), prefix: uuid.NewString()}
 	for _, g := range plan.Groups {
 		if err := ctx.Err(); err != nil {
@@ -381,16 +379,4 @@ func (e *executor) removeFile(path string) error {
 		return nil
 	}
 	return e.fs.Remove(path)
-}
-
-// newSnapshotID returns a snapshot id the table does not use, made as
-// Iceberg makes them (the two halves of a random UUID folded).
-func newSnapshotID(meta table.Metadata) int64 {
-	for {
-		u := uuid.New()
-		id := int64((binary.LittleEndian.Uint64(u[:8]) ^ binary.LittleEndian.Uint64(u[8:])) & math.MaxInt64)
-		if id != 0 && meta.SnapshotByID(id) == nil {
-			return id
-		}
-	}
 }
