@@ -85,7 +85,9 @@ func DefaultID() string {
 type Backend interface {
 	// Heartbeat marks id alive for ttl, written by the process instance,
 	// and returns the instance whose heartbeat of id it replaced: "" when
-	// none lived, else any other than instance when one was found.
+	// none lived, else another than instance when one was found (on several
+	// nodes, on a quorum of them: a node that missed this process's first
+	// heartbeat may still hold a dead predecessor's).
 	Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (prev string, err error)
 	// Members lists the ids whose heartbeat has not expired.
 	Members(ctx context.Context) ([]string, error)

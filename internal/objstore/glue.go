@@ -8,7 +8,6 @@ import (
 	"github.com/apache/iceberg-go/catalog/glue"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
 // GlueAWSConfig builds the AWS config of a Glue catalog from its glue.*
@@ -44,13 +43,12 @@ func (s S3) GlueAWSConfig(ctx context.Context, props map[string]string) (aws.Con
 		}
 		opts = append(opts, awsconfig.WithRetryMode(m))
 	}
-	key, secret := props[glue.AccessKeyID], props[glue.SecretAccessKey]
-	switch {
-	case key != "" && secret != "":
-		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(key, secret, props[glue.SessionToken])))
-	case key != "" || secret != "":
-		return aws.Config{}, fmt.Errorf("%s and %s must be set together", glue.AccessKeyID, glue.SecretAccessKey)
+	creds, err := staticCredentials(props, glue.AccessKeyID, glue.SecretAccessKey, glue.SessionToken)
+	if err != nil {
+		return aws.Config{}, err
+	}
+	if creds != nil {
+		opts = append(opts, awsconfig.WithCredentialsProvider(creds))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

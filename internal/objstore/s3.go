@@ -103,14 +103,27 @@ func parseProps(props map[string]string) (s3Props, error) {
 	if p.region == "" {
 		p.region = props[PropClientRegion]
 	}
-	key, secret := props[PropS3AccessKeyID], props[PropS3SecretAccessKey]
-	switch {
-	case key != "" && secret != "":
-		p.creds = credentials.NewStaticCredentialsProvider(key, secret, props[PropS3SessionToken])
-	case key != "" || secret != "":
-		return s3Props{}, fmt.Errorf("%s and %s must be set together", PropS3AccessKeyID, PropS3SecretAccessKey)
+	if p.creds, err = staticCredentials(props, PropS3AccessKeyID, PropS3SecretAccessKey, PropS3SessionToken); err != nil {
+		return s3Props{}, err
 	}
 	return p, nil
+}
+
+// staticCredentials reads static credentials from the properties named key,
+// secret and token: nil without any (the SDK's default chain); a key goes
+// with its secret, and a session token only with both (iceberg-go refuses
+// a lone token too, rather than fall back to the default chain).
+func staticCredentials(props map[string]string, key, secret, token string) (aws.CredentialsProvider, error) {
+	k, s, tok := props[key], props[secret], props[token]
+	switch {
+	case k != "" && s != "":
+		return credentials.NewStaticCredentialsProvider(k, s, tok), nil
+	case k != "" || s != "":
+		return nil, fmt.Errorf("%s and %s must be set together", key, secret)
+	case tok != "":
+		return nil, fmt.Errorf("%s needs %s and %s", token, key, secret)
+	}
+	return nil, nil
 }
 
 // S3Settings builds S3 client settings from properties: the catalog's,

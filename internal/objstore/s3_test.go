@@ -114,6 +114,7 @@ func TestS3SettingsRefusesBadProperties(t *testing.T) {
 		{PropS3PathStyleAccess: "yes"},
 		{PropS3ForceVirtualAddressing: "maybe"},
 		{PropS3AccessKeyID: "k"},
+		{PropS3SessionToken: "t"}, // iceberg-go's S3 IO refuses a lone token too
 		{PropS3RemoteSigning: "true"},
 		{PropS3ProxyURI: "http://[::1"},
 	} {
@@ -446,4 +447,31 @@ func TestErrorsWith301AreNotMissingFiles(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A Glue catalog's static credentials are checked as iceberg-go's Glue
+// catalog checks them: a key with its secret, a session token only with
+// both; a lone token is refused, not dropped for the default chain.
+func TestGlueAWSConfigRefusesIncompleteCredentials(t *testing.T) {
+	s, err := S3Settings(t.Context(), NewTransport(DefaultConfig(), nil), map[string]string{PropS3Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, props := range []map[string]string{
+		{"glue.access-key-id": "k"},
+		{"glue.secret-access-key": "s"},
+		{"glue.session-token": "t"},
+	} {
+		if _, err := s.GlueAWSConfig(t.Context(), props); err == nil {
+			t.Errorf("%v: no error", props)
+		}
+	}
+	cfg, err := s.GlueAWSConfig(t.Context(), map[string]string{"glue.access-key-id": "k", "glue.secret-access-key": "s", "glue.session-token": "t", "glue.region": "eu-west-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfg.Credentials.Retrieve(t.Context())
+	if err != nil || c.AccessKeyID != "k" || c.SessionToken != "t" || cfg.Region != "eu-west-1" {
+		t.Fatalf("credentials %+v, region %s, err %v; want the static ones", c, cfg.Region, err)
+	}
 }

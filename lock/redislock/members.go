@@ -48,8 +48,12 @@ return prev
 
 // Heartbeat marks id alive for ttl on every node, written by instance; it
 // succeeds when a quorum stored it. It returns the instance whose
-// heartbeat it replaced: another instance when any node held one, else
-// instance or "".
+// heartbeat it replaced: another instance when a quorum of nodes held
+// another one (the one most of them held), else instance when any node held
+// it, else "". One node is not enough: a process restarted under its old id
+// whose first heartbeat missed a node finds its dead predecessor's
+// heartbeat there at its next one, while a live twin writes every node it
+// reaches, a quorum of them when its heartbeats succeed.
 func (m *Membership) Heartbeat(ctx context.Context, id, instance string, ttl time.Duration) (string, error) {
 	if id == "" {
 		return "", errors.New("redis membership: heartbeat: empty member id")
@@ -66,13 +70,30 @@ func (m *Membership) Heartbeat(ctx context.Context, id, instance string, ttl tim
 	if err := m.quorum(ctx, "heartbeat of "+id, errs); err != nil {
 		return "", err
 	}
-	out := ""
+	others, own := map[string]int{}, false
 	for i, p := range prevs {
-		if errs[i] == nil && p != "" && (out == "" || out == instance) {
-			out = p
+		switch {
+		case errs[i] != nil || p == "":
+		case p == instance:
+			own = true
+		default:
+			others[p]++
 		}
 	}
-	return out, nil
+	out, n, total := "", 0, 0
+	for p, c := range others {
+		total += c
+		if c > n || c == n && p < out {
+			out, n = p, c
+		}
+	}
+	switch {
+	case total >= m.l.quorum:
+		return out, nil
+	case own:
+		return instance, nil
+	}
+	return "", nil
 }
 
 // listLive returns the members of the index whose heartbeat key exists, and

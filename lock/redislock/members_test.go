@@ -119,3 +119,40 @@ func TestMembershipQuorum(t *testing.T) {
 		t.Errorf("leave with 2 of 3 down: %v; want ErrUnavailable", err)
 	}
 }
+
+// On several nodes, a heartbeat names another instance only when a quorum
+// of them held one: a pod restarted under its old id whose first heartbeat
+// missed a node finds its dead predecessor's heartbeat there at the next
+// one, which is no twin (a live twin writes every node it reaches).
+func TestMembershipTwinNeedsAQuorum(t *testing.T) {
+	ms, addrs := miniNodes(t, 3)
+	m := newLocker(t, addrs...).Membership("p:fleet:default")
+	ctx := ctxFor(t)
+	if _, err := m.Heartbeat(ctx, "a", "dead", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ms[2].SetError("LOADING")
+	if prev, err := m.Heartbeat(ctx, "a", "new", time.Minute); err != nil || prev != "dead" {
+		t.Fatalf("first heartbeat of the restarted process: replaced %q, %v; want its predecessor", prev, err)
+	}
+	ms[2].SetError("")
+	if prev, err := m.Heartbeat(ctx, "a", "new", time.Minute); err != nil || prev != "new" {
+		t.Fatalf("second heartbeat, the predecessor's left on 1 of 3 nodes: replaced %q, %v; want its own", prev, err)
+	}
+	// A live twin writes every node: found.
+	if _, err := m.Heartbeat(ctx, "a", "twin", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if prev, err := m.Heartbeat(ctx, "a", "new", time.Minute); err != nil || prev != "twin" {
+		t.Fatalf("after a twin's heartbeat: replaced %q, %v; want the twin", prev, err)
+	}
+	// A twin that reached only 2 of 3 nodes (a quorum): found.
+	ms[0].SetError("LOADING")
+	if _, err := m.Heartbeat(ctx, "a", "twin", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ms[0].SetError("")
+	if prev, err := m.Heartbeat(ctx, "a", "new", time.Minute); err != nil || prev != "twin" {
+		t.Fatalf("after a twin's heartbeat on 2 of 3 nodes: replaced %q, %v; want the twin", prev, err)
+	}
+}
