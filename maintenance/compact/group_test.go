@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,11 @@ func TestPlannerKnobs(t *testing.T) {
 			for _, g := range p.Groups {
 				if cfg.MaxFileGroupInputFiles > 0 && g.Files > cfg.MaxFileGroupInputFiles {
 					t.Fatalf("group of %d files, max_file_group_input_files=%d", g.Files, cfg.MaxFileGroupInputFiles)
+				}
+				// Each of a partition's two groups says it is part of the
+				// partition its reason counts, not that it holds 4 files.
+				if cfg.MaxFileGroupInputFiles > 0 && !regexp.MustCompile(`^4 small files, part [12] of 2 of the partition$`).MatchString(g.Reason) {
+					t.Fatalf("group of %d files: reason %q, want the partition's 4 small files and which part of it", g.Files, g.Reason)
 				}
 			}
 			skips := 0

@@ -259,8 +259,9 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			continue
 		}
 		cands, _ = p.sort.candidates(cfg.Strategy, b.tasks, cands, bytes)
-		for _, tasks := range splitPartition(cands, p.TargetFileSize, cfg) {
-			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: reason}
+		parts := splitPartition(cands, p.TargetFileSize, cfg)
+		for i, tasks := range parts {
+			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: groupReason(reason, i, len(parts))}
 			deletes := map[string]bool{}
 			for _, t := range tasks {
 				grp.Bytes += t.File.FileSizeBytes()
@@ -324,6 +325,15 @@ func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTa
 	}
 	return "", fmt.Sprintf("%s (%d candidate files, together at most the target size; min_input_files=%d)",
 		ReasonTooFewFiles, n, cfg.MinInputFiles)
+}
+
+// groupReason is the reason of group i of the n a partition is split into:
+// the partition's, which counts all its candidates, and which part it is.
+func groupReason(reason string, i, n int) string {
+	if n <= 1 {
+		return reason
+	}
+	return fmt.Sprintf("%s, part %d of %d of the partition", reason, i+1, n)
 }
 
 // groupBytesPerTarget is how many targets' worth of input one group holds

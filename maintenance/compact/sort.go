@@ -126,9 +126,10 @@ func (st *sortedStream) startsGroup(rec arrow.RecordBatch) bool {
 }
 
 // sorted yields the rows of in sorted, sort group by sort group: batches
-// are gathered until their decoded size reaches the budget, then sorted
-// together and yielded in batches of batchRows. The batches it yields are
-// the receiver's to release.
+// are gathered until their decoded size, with their transformed keys
+// (keyBytes), reaches the budget, then sorted together and yielded in
+// batches of batchRows. The batches it yields are the receiver's to
+// release.
 func (st *sortedStream) sorted(ctx context.Context, in iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		var buf []arrow.RecordBatch
@@ -158,7 +159,7 @@ func (st *sortedStream) sorted(ctx context.Context, in iter.Seq2[arrow.RecordBat
 				rec.Release()
 				continue
 			}
-			recSize := recordBytes(rec)
+			recSize := recordBytes(rec) + st.spec.keyBytes(rec)
 			if len(buf) > 0 && size+recSize > st.spec.memory {
 				if !flush() {
 					return
@@ -308,6 +309,27 @@ func (s *sortSpec) stamp(meta table.Metadata, df iceberg.DataFile) (iceberg.Data
 		b.FirstRowID(*id)
 	}
 	return b.Build(), nil
+}
+
+// keyBytes bounds the transformed sort keys of rec's rows, which the sort
+// builds beside the rows and holds as long as they are: 4 bytes a row for
+// bucket and the time transforms, the column's own bytes for truncate
+// (a truncated value is never longer). Identity keys are the rows' own
+// columns and void keys are not built.
+func (s *sortSpec) keyBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, k := range s.keys {
+		switch k.transform.(type) {
+		case nil, iceberg.IdentityTransform, iceberg.VoidTransform:
+		case iceberg.TruncateTransform:
+			if idx := rec.Schema().FieldIndices(k.name); len(idx) == 1 {
+				n += dataBytes(rec.Column(idx[0]).Data())
+			}
+		default:
+			n += 4 * rec.NumRows()
+		}
+	}
+	return n
 }
 
 // recordBytes is the decoded size of rec: the bytes of its buffers.

@@ -590,3 +590,43 @@ func BenchmarkSortTransformKeys(b *testing.B) {
 		data.Release()
 	}
 }
+
+// The transformed keys a sort group builds count against sort_memory: a
+// truncate of a wide string column copies it, so a budget of 2.5 batches
+// of rows holds one batch with its keys, not two (which with their keys
+// would be twice the budget).
+func TestSortMemoryCountsTransformedKeys(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	batch := func(i int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer b.Release()
+		for r := range 50 {
+			b.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("%03d", (r*7+i)%50) + strings.Repeat("x", 2000))
+		}
+		return b.NewRecordBatch()
+	}
+	probe := batch(0)
+	perBatch := recordBytes(probe)
+	probe.Release()
+	spec := &sortSpec{keys: []sortKey{{name: "s", transform: iceberg.TruncateTransform{Width: 3000}, typ: iceberg.PrimitiveTypes.String}},
+		memory: perBatch * 5 / 2}
+	st := spec.stream(16)
+	in := func(yield func(arrow.RecordBatch, error) bool) {
+		for i := range 4 {
+			if !yield(batch(i), nil) {
+				return
+			}
+		}
+	}
+	rows := 0
+	for rec, err := range st.sorted(context.Background(), in) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += int(rec.NumRows())
+		rec.Release()
+	}
+	if rows != 200 || st.groups != 4 {
+		t.Fatalf("%d rows in %d sort groups, want 200 in 4 (one batch with its keys each)", rows, st.groups)
+	}
+}
