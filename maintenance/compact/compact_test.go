@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/rest"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
@@ -555,7 +556,8 @@ func TestOldSpecGroupConflictsWithNewEqualityDeletes(t *testing.T) {
 type flakyCatalog struct {
 	TableLoader
 	real   table.CatalogIO
-	commit bool // pass the commit to the real catalog before failing
+	commit bool  // pass the commit to the real catalog before failing
+	err    error // the failure answered; nil: a gateway timeout
 }
 
 func (c *flakyCatalog) CommitTable(ctx context.Context, id table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
@@ -564,54 +566,64 @@ func (c *flakyCatalog) CommitTable(ctx context.Context, id table.Identifier, req
 			return nil, "", err
 		}
 	}
+	if c.err != nil {
+		return nil, "", c.err
+	}
 	return nil, "", errors.New("gateway timeout")
 }
 
 // An unknown commit outcome never deletes the files written: if the commit
 // landed they are live (and the run finds its snapshot and succeeds), if it
 // did not they are left for the orphan pass.
+//
+// A REST catalog's 5xx is such an outcome whatever its message says, even
+// "requirement failed" (a server whose own retry of a landed commit failed
+// its requirement): it is never taken for a conflict.
 func TestUnknownCommitOutcomeKeepsWrittenFiles(t *testing.T) {
+	unknown := []error{nil, fmt.Errorf("%w: 500: CommitFailedException: Requirement failed: branch main has changed", rest.ErrCommitStateUnknown)}
 	for _, landed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
-			ctx := context.Background()
-			f := newTable(t, 10, 100, 1)
-			real := f.cat.(table.CatalogIO)
-			flaky := &flakyCatalog{TableLoader: f.cat, real: real, commit: landed}
-			fs, err := f.tbl.FS(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tbl := table.New(f.tbl.Identifier(), f.tbl.Metadata(), f.tbl.MetadataLocation(),
-				func(context.Context) (iceio.IO, error) { return fs, nil }, flaky)
-			cfg := testConfig()
-			plan, err := PlanTable(ctx, tbl, cfg, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := parquetFiles(t, f.dir)
-			// The rewrite's snapshot is committed through the catalog
-			// Execute is given, which re-loads from the real one.
-			res, err := Execute(ctx, flaky, tbl, plan, cfg, Options{})
-			after := parquetFiles(t, f.dir)
-			if len(after) != len(before)+1 {
-				t.Fatalf("%d parquet files on disk, %d before: the written file must be kept", len(after), len(before))
-			}
-			if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
-				t.Fatalf("rows %d, want %d", rows, f.rows)
-			}
-			if landed {
-				if err != nil || len(res.Commits) != 1 {
-					t.Fatalf("the commit landed: want success with its snapshot, got %v %+v", err, res)
+		for i, answer := range unknown {
+			t.Run(fmt.Sprintf("landed=%v/answer=%d", landed, i), func(t *testing.T) {
+				ctx := context.Background()
+				f := newTable(t, 10, 100, 1)
+				real := f.cat.(table.CatalogIO)
+				flaky := &flakyCatalog{TableLoader: f.cat, real: real, commit: landed, err: answer}
+				fs, err := f.tbl.FS(ctx)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if !errors.Is(err, ErrCommitUnknown) || len(res.Commits) != 0 {
-				t.Fatalf("want ErrCommitUnknown and no commit, got %v %+v", err, res)
-			}
-			if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
-				t.Fatal("a snapshot was committed")
-			}
-		})
+				tbl := table.New(f.tbl.Identifier(), f.tbl.Metadata(), f.tbl.MetadataLocation(),
+					func(context.Context) (iceio.IO, error) { return fs, nil }, flaky)
+				cfg := testConfig()
+				plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := parquetFiles(t, f.dir)
+				// The rewrite's snapshot is committed through the catalog
+				// Execute is given, which re-loads from the real one.
+				res, err := Execute(ctx, flaky, tbl, plan, cfg, Options{})
+				after := parquetFiles(t, f.dir)
+				if len(after) != len(before)+1 {
+					t.Fatalf("%d parquet files on disk, %d before: the written file must be kept", len(after), len(before))
+				}
+				if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+					t.Fatalf("rows %d, want %d", rows, f.rows)
+				}
+				if landed {
+					if err != nil || len(res.Commits) != 1 {
+						t.Fatalf("the commit landed: want success with its snapshot, got %v %+v", err, res)
+					}
+					return
+				}
+				if !errors.Is(err, ErrCommitUnknown) || len(res.Commits) != 0 {
+					t.Fatalf("want ErrCommitUnknown and no commit, got %v %+v", err, res)
+				}
+				if f.reload(t).CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+					t.Fatal("a snapshot was committed")
+				}
+			})
+		}
 	}
 }
 

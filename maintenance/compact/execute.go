@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 )
 
@@ -593,14 +594,10 @@ func (e *executor) markers(props iceberg.Properties, batch []groupOutput, batchI
 }
 
 // isDefiniteFailure reports errors after which the commit certainly did not
-// land: conflicts the catalog reported and failed requirements. (Staging
-// errors, before anything was sent, fail the batch at once: errStage.)
-func isDefiniteFailure(err error) bool {
-	if errors.Is(err, table.ErrCommitFailed) {
-		return true
-	}
-	return strings.Contains(strings.ToLower(err.Error()), "requirement failed")
-}
+// land: conflicts the catalog reported and failed requirements, never an
+// unanswered commit (commitconflict.Is). (Staging errors, before anything
+// was sent, fail the batch at once: errStage.)
+func isDefiniteFailure(err error) bool { return commitconflict.Is(err) }
 
 func (e *executor) recordCommit(batch []groupOutput, snap *table.Snapshot) {
 	for _, out := range batch {
