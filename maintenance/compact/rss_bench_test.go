@@ -33,6 +33,10 @@ import (
 // the table's record total must be unchanged.
 // BENCH_GROUPS sets max_concurrent_groups (default 2), BENCH_COMPACT more
 // keys of the compact block (partial_progress=true,max_file_group_input_files=10000).
+// A partition of at most groupBytesPerTarget targets' worth (10,000 and
+// 20,000 files here) is one group, a larger one max_concurrent_groups groups
+// written at once, each writer holding a row group of pages until it is
+// written: BENCH_GROUPS=1 compares the sizes at one writer.
 //
 //	go test -c -o /tmp/compact.test ./maintenance/compact/
 //	BENCH_DIR=/tmp/rss BENCH_BINARIES=before=/tmp/before,after=/tmp/after \
