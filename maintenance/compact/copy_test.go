@@ -160,3 +160,32 @@ func TestCopyKeepsDictionaryValuesInPlace(t *testing.T) {
 		})
 	}
 }
+
+// onePage is a page reader whose current page is set by the test.
+type onePage struct {
+	file.PageReader
+	page file.Page
+}
+
+func (p *onePage) Page() file.Page { return p.page }
+
+// A data page decoded over the dictionary's bytes fails the column: the
+// pending values that point into the dictionary would be lost.
+func TestDataPageOverTheDictionaryFails(t *testing.T) {
+	buf := make([]byte, 64)
+	src := &onePage{}
+	p := &dictPages{PageReader: src}
+	src.page = file.NewDictionaryPage(memory.NewBufferBytes(buf[:32]), 2, parquet.Encodings.Plain)
+	p.Page()
+	if !p.inDict(buf[4:8]) || p.inDict(buf[40:44]) {
+		t.Fatal("dictionary bytes not told apart")
+	}
+	src.page = file.NewDataPageV1(memory.NewBufferBytes(buf[32:]), 2, parquet.Encodings.Plain, parquet.Encodings.RLE, parquet.Encodings.RLE, 32)
+	if p.Page(); p.err != nil {
+		t.Fatalf("a data page apart from the dictionary: %v", p.err)
+	}
+	src.page = file.NewDataPageV1(memory.NewBufferBytes(buf[16:48]), 2, parquet.Encodings.Plain, parquet.Encodings.RLE, parquet.Encodings.RLE, 32)
+	if p.Page(); p.err == nil {
+		t.Fatal("a data page over the dictionary went unnoticed")
+	}
+}
