@@ -8,7 +8,12 @@
 // which is churn on the heap, page faults and CPU for nothing. This codec
 // keeps the encoders it made in a plain free list instead, until it has
 // been idle for a while (a long-running serve gives them back between
-// runs). They are built with arrow-go's options, so the bytes written are
+// runs). Every encoder given back is kept: the free list never holds more
+// than were busy at once, which the heap held at that moment anyway, while
+// a cap below that (compaction runs a leaf writer per processor in each of
+// several groups, and a goroutine is often preempted mid-page) dropped
+// encoders all through a run, each rebuilt with its tables and window
+// zeroed. They are built with arrow-go's options, so the bytes written are
 // the same; decoding and streams are arrow-go's own. The best-compression
 // level is left to arrow-go: its encoders hold tens of MiB of tables each.
 //
@@ -25,7 +30,6 @@ package pqzstd
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"time"
 
@@ -36,7 +40,6 @@ import (
 // Codec is a compress.Codec for zstd.
 type Codec struct {
 	base  codec         // arrow-go's codec, for everything but block encoding
-	keep  int           // encoders kept per level
 	idle  time.Duration // after this long unused, the kept encoders go
 	mu    sync.Mutex
 	free  map[encoderKey][]*zstd.Encoder
@@ -88,7 +91,7 @@ func New(base compress.Codec) (*Codec, error) {
 	if !ok {
 		return nil, fmt.Errorf("arrow-go's zstd codec %T lacks error-reporting decoding or streams", base)
 	}
-	return &Codec{base: b, keep: runtime.GOMAXPROCS(0), idle: idleAfter, free: map[encoderKey][]*zstd.Encoder{}}, nil
+	return &Codec{base: b, idle: idleAfter, free: map[encoderKey][]*zstd.Encoder{}}, nil
 }
 
 // Register installs the codec for zstd in place of arrow-go's. arrow-go's
@@ -160,14 +163,11 @@ func (c *Codec) get(k encoderKey) *zstd.Encoder {
 	return enc
 }
 
-// put keeps enc for the next page, up to one per processor and class:
-// more cannot be busy at once for long.
+// put keeps enc for the next page of its class.
 func (c *Codec) put(k encoderKey, enc *zstd.Encoder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.free[k]) < c.keep {
-		c.free[k] = append(c.free[k], enc)
-	}
+	c.free[k] = append(c.free[k], enc)
 	c.used = time.Now()
 	if c.trim == nil {
 		c.trim = time.AfterFunc(c.idle, c.trimIdle)

@@ -125,6 +125,29 @@ func TestEncodersOutliveCollections(t *testing.T) {
 	}
 }
 
+// However many encoders were busy at once, all come back for the next
+// pages: compaction has more page writers than processors.
+func TestEncodersBusyAtOnceAreKept(t *testing.T) {
+	base, _ := compress.GetCodec(compress.Codecs.Zstd)
+	c, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keyFor(zstd.SpeedDefault, 1<<20)
+	busy := make([]*zstd.Encoder, 4*runtime.GOMAXPROCS(0))
+	for range 2 {
+		for i := range busy {
+			busy[i] = c.get(k)
+		}
+		for _, enc := range busy {
+			c.put(k, enc)
+		}
+	}
+	if c.built != len(busy) {
+		t.Fatalf("built %d encoders for %d busy at once twice, want %d", c.built, len(busy), len(busy))
+	}
+}
+
 // Kept encoders go once the codec has been idle, and come back on use;
 // the best-compression level is never kept.
 func TestIdleEncodersAreDropped(t *testing.T) {

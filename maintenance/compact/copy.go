@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
@@ -68,12 +70,14 @@ type copySource struct {
 	errs    []error
 }
 
-func newCopySource(sc *schema.Schema, workers int) (*copySource, error) {
+// newCopySource copies into columns of sc, reading with mem, the
+// allocator of the files' readers.
+func newCopySource(sc *schema.Schema, workers int, mem memory.Allocator) (*copySource, error) {
 	n := sc.NumColumns()
 	s := &copySource{leaves: make([]leafCopier, n), workers: max(workers, 1),
 		order: make([]int, n), got: make([]int64, n), errs: make([]error, n)}
 	for i := range n {
-		l, err := newLeafCopier(i, sc.Column(i))
+		l, err := newLeafCopier(i, sc.Column(i), mem)
 		if err != nil {
 			return nil, err
 		}
@@ -194,24 +198,24 @@ type levelWriter[T any] interface {
 	WriteBatch(values []T, def, rep []int16) (int64, error)
 }
 
-func newLeafCopier(col int, d *schema.Column) (leafCopier, error) {
+func newLeafCopier(col int, d *schema.Column, mem memory.Allocator) (leafCopier, error) {
 	switch d.PhysicalType() {
 	case parquet.Types.Boolean:
-		return newLeaf[bool](col, d, nil), nil
+		return newLeaf[bool](col, d, mem, nil), nil
 	case parquet.Types.Int32:
-		return newLeaf[int32](col, d, nil), nil
+		return newLeaf[int32](col, d, mem, nil), nil
 	case parquet.Types.Int64:
-		return newLeaf[int64](col, d, nil), nil
+		return newLeaf[int64](col, d, mem, nil), nil
 	case parquet.Types.Int96:
-		return newLeaf[parquet.Int96](col, d, nil), nil
+		return newLeaf[parquet.Int96](col, d, mem, nil), nil
 	case parquet.Types.Float:
-		return newLeaf[float32](col, d, nil), nil
+		return newLeaf[float32](col, d, mem, nil), nil
 	case parquet.Types.Double:
-		return newLeaf[float64](col, d, nil), nil
+		return newLeaf[float64](col, d, mem, nil), nil
 	case parquet.Types.ByteArray:
-		return newLeaf(col, d, func(b parquet.ByteArray) []byte { return b }), nil
+		return newLeaf(col, d, mem, func(b parquet.ByteArray) []byte { return b }), nil
 	case parquet.Types.FixedLenByteArray:
-		return newLeaf(col, d, func(b parquet.FixedLenByteArray) []byte { return b }), nil
+		return newLeaf(col, d, mem, func(b parquet.FixedLenByteArray) []byte { return b }), nil
 	}
 	return nil, fmt.Errorf("column %s: physical type %s", d.Path(), d.PhysicalType())
 }
@@ -228,12 +232,17 @@ const leafRead = 4096
 //
 // Byte array values point into the reader's page buffer, which the next
 // page overwrites: before each read, pending ones are copied into arena.
+// Those of a dictionary-encoded page point into the chunk's dictionary
+// page instead, which its page reader holds apart from data pages for the
+// whole chunk (dictPages): they are copied only when the chunk ends.
 type leaf[T any] struct {
 	pf             *file.Reader
 	rowGroups      []*file.RowGroupReader // of pf
 	col            int
+	mem            memory.Allocator // of pf's column readers
 	maxDef, maxRep int16
 	bytesOf        func(T) []byte // nil unless values are byte arrays
+	pages          *dictPages     // the page reader of rd
 
 	rowGroup int // next row group to open
 	rd       levelReader[T]
@@ -253,8 +262,8 @@ type leaf[T any] struct {
 	starts, valuesBefore   []int
 }
 
-func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] {
-	l := &leaf[T]{col: col, maxDef: d.MaxDefinitionLevel(), maxRep: d.MaxRepetitionLevel(), bytesOf: bytesOf}
+func newLeaf[T any](col int, d *schema.Column, mem memory.Allocator, bytesOf func(T) []byte) *leaf[T] {
+	l := &leaf[T]{col: col, mem: mem, maxDef: d.MaxDefinitionLevel(), maxRep: d.MaxRepetitionLevel(), bytesOf: bytesOf}
 	l.grow(leafRead)
 	return l
 }
@@ -263,6 +272,7 @@ func newLeaf[T any](col int, d *schema.Column, bytesOf func(T) []byte) *leaf[T] 
 // file before was finished, and write cleared every value it wrote.
 func (l *leaf[T]) open(pf *file.Reader, rowGroups []*file.RowGroupReader) {
 	l.pf, l.rowGroups, l.rowGroup, l.rd, l.chunkEnd = pf, rowGroups, 0, nil, false
+	l.pages = nil
 	l.arena, l.spare = l.arena[:0], l.spare[:0]
 }
 
@@ -382,7 +392,9 @@ func (l *leaf[T]) write(w levelWriter[T], levels, values int) error {
 		// so that arena can be filled again from its start.
 		l.spare = l.spare[:0]
 		for i := range l.owned {
-			l.vals[i] = l.keep(&l.spare, l.vals[i])
+			if !l.pages.inDict(l.bytesOf(l.vals[i])) {
+				l.vals[i] = l.keep(&l.spare, l.vals[i])
+			}
 		}
 		l.arena, l.spare = l.spare, l.arena
 	}
@@ -425,7 +437,9 @@ func (l *leaf[T]) fill(need int64) (bool, error) {
 	if l.bytesOf != nil {
 		// Reading on may load the next page over these values.
 		for i := l.owned; i < l.values; i++ {
-			l.vals[i] = l.keep(&l.arena, l.vals[i])
+			if !l.pages.inDict(l.bytesOf(l.vals[i])) {
+				l.vals[i] = l.keep(&l.arena, l.vals[i])
+			}
 		}
 		l.owned = l.values
 	}
@@ -433,6 +447,9 @@ func (l *leaf[T]) fill(need int64) (bool, error) {
 		if l.rd != nil {
 			if err := l.rd.Err(); err != nil {
 				return false, err
+			}
+			if err := l.pages.err; err != nil {
+				return false, fmt.Errorf("row group %d: %w", l.rowGroup-1, err)
 			}
 			if l.levels > 0 && !l.chunkEnd {
 				// complete may now count the last pending row.
@@ -443,10 +460,20 @@ func (l *leaf[T]) fill(need int64) (bool, error) {
 		if l.rowGroup >= l.pf.NumRowGroups() {
 			return false, nil
 		}
-		cr, err := l.rowGroups[l.rowGroup].Column(l.col)
+		if l.bytesOf != nil {
+			// The chunk's dictionary is not the next one's.
+			for i := range l.values {
+				if l.pages.inDict(l.bytesOf(l.vals[i])) {
+					l.vals[i] = l.keep(&l.arena, l.vals[i])
+				}
+			}
+		}
+		pr, err := l.rowGroups[l.rowGroup].GetColumnPageReader(l.col)
 		if err != nil {
 			return false, fmt.Errorf("row group %d: %w", l.rowGroup, err)
 		}
+		l.pages = &dictPages{PageReader: pr}
+		cr := file.NewColumnReader(l.pf.MetaData().Schema.Column(l.col), l.pages, l.mem, l.pf.BufferPool())
 		rd, ok := cr.(levelReader[T])
 		if !ok {
 			return false, fmt.Errorf("row group %d: column reader %T for values of %T", l.rowGroup, cr, *new(T))
@@ -467,6 +494,9 @@ func (l *leaf[T]) fill(need int64) (bool, error) {
 		rep = l.rep[l.levels:]
 	}
 	levels, values, err := l.rd.ReadBatchInPage(int64(batch), l.vals[l.values:], def, rep)
+	if err == nil && l.pages.err != nil {
+		err = fmt.Errorf("row group %d: %w", l.rowGroup-1, l.pages.err)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -486,4 +516,67 @@ func (l *leaf[T]) grow(batch int) {
 	if need := l.levels + batch; l.maxRep > 0 && need > len(l.rep) {
 		l.rep = append(l.rep, make([]int16, need-len(l.rep))...)
 	}
+}
+
+// dictPages is a column chunk's page reader that remembers the bytes of the
+// chunk's dictionary page, into which the values of its dictionary-encoded
+// pages point. arrow-go decodes a dictionary page into a buffer of its own
+// and a data page into another, and a chunk has one dictionary: should a
+// data page ever be decoded over the dictionary, the values still pending
+// that point into it are lost, and err says so.
+type dictPages struct {
+	file.PageReader
+	dict []byte
+	err  error
+}
+
+func (p *dictPages) Page() file.Page {
+	pg := p.PageReader.Page()
+	p.watch(pg)
+	return pg
+}
+
+func (p *dictPages) GetDictionaryPage() (*file.DictionaryPage, error) {
+	pg, err := p.PageReader.GetDictionaryPage()
+	if pg != nil {
+		p.watch(pg)
+	}
+	return pg, err
+}
+
+func (p *dictPages) watch(pg file.Page) {
+	if pg == nil {
+		return
+	}
+	b := pg.Data()
+	if _, ok := pg.(*file.DictionaryPage); ok {
+		if p.dict == nil {
+			p.dict = b
+		}
+		return
+	}
+	if len(b) > 0 && p.overlaps(b) {
+		p.dict, p.err = nil, fmt.Errorf("a data page was read over the column chunk's dictionary")
+	}
+}
+
+// inDict reports whether b lies in the dictionary page's bytes (of no
+// dictionary before the first chunk: p is nil).
+func (p *dictPages) inDict(b []byte) bool {
+	if p == nil || len(b) == 0 || len(p.dict) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p.dict)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return at >= start && at+uintptr(len(b)) <= start+uintptr(len(p.dict))
+}
+
+// overlaps reports whether b shares bytes with the dictionary page's.
+func (p *dictPages) overlaps(b []byte) bool {
+	if len(p.dict) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(p.dict)))
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return at < start+uintptr(len(p.dict)) && start < at+uintptr(len(b))
 }

@@ -364,7 +364,7 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 	}
 	w := &directWriter{d: d, fs: r.fs, g: g, maxSize: r.sizes.max, split: newSplitter(r.sizes, g), ctx: ctx, mode: r.mode}
 	if r.mode == modeCopy {
-		if w.src, err = newCopySource(d.out.parquet, runtime.GOMAXPROCS(0)); err != nil {
+		if w.src, err = newCopySource(d.out.parquet, runtime.GOMAXPROCS(0), d.mem); err != nil {
 			return nil, 0, err
 		}
 	}
