@@ -92,7 +92,7 @@ func run() error {
 	dir := flag.String("dir", "", "work folder, keeping the generated tables for reruns (default: a temporary one, removed after)")
 	groups := flag.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
 	toolList := flag.String("tools", "maintainer,cli,duckdb", "tools to measure, comma-separated: maintainer, cli, duckdb")
-	rounds := flag.Int("rounds", 3, "rounds of every tool, rotating which goes first; medians are reported")
+	rounds := flag.Int("rounds", 3, "rounds of every tool, rotating which goes first; medians are reported (0: only generate the tables, with -dir)")
 	mEnv := flag.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
 	before := flag.String("before-bin", "", "a maintainer binary built before a change, measured as one more tool (maintainer-before) on a table of its own")
 	flag.Parse()
@@ -140,6 +140,9 @@ func run() error {
 	}
 	if work, err = filepath.Abs(work); err != nil {
 		return err
+	}
+	if *rounds < 0 || *rounds == 0 && *dir == "" {
+		return fmt.Errorf("-rounds %d: want 1 or more, or 0 with -dir to only generate the tables", *rounds)
 	}
 	b := &bench{ctx: ctx, target: targetBytes, groups: *groups, rounds: *rounds, tools: tools, before: *before}
 	if *mEnv != "" {
@@ -284,7 +287,9 @@ func (b *bench) runCase(dir string, c benchCase) error {
 			results[tool] = append(results[tool], m)
 		}
 	}
-	b.report(c, want, results)
+	if b.rounds > 0 {
+		b.report(c, want, results)
+	}
 	return nil
 }
 
