@@ -41,7 +41,10 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // the flag set printed the usage
+		}
 		fmt.Fprintln(os.Stderr, "compactbench:", err)
 		os.Exit(1)
 	}
@@ -82,20 +85,26 @@ const (
 
 var toolNames = map[string]string{"maintainer": toolMaintainer, "cli": toolCLI, "duckdb": toolDuckDB}
 
-func run() error {
-	caseList := flag.String("cases", "table1000", "tables to measure, comma-separated: table1000, small10k, small20k, small40k, small80k, large, or all")
-	appends := flag.Int("appends", 0, "a table of your own instead of -cases: single-file appends")
-	rows := flag.Int("rows", 2000, "with -appends: rows per append")
-	parts := flag.Int("partitions", 10, "with -appends: day partitions")
-	perCommit := flag.Int("files-per-commit", 1, "with -appends: appends committed in one snapshot")
-	target := flag.String("target", "128MiB", "target file size")
-	dir := flag.String("dir", "", "work folder, keeping the generated tables for reruns (default: a temporary one, removed after)")
-	groups := flag.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
-	toolList := flag.String("tools", "maintainer,cli,duckdb", "tools to measure, comma-separated: maintainer, cli, duckdb")
-	rounds := flag.Int("rounds", 3, "rounds of every tool, rotating which goes first; medians are reported (0: only generate the tables, with -dir)")
-	mEnv := flag.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
-	before := flag.String("before-bin", "", "a maintainer binary built before a change, measured as one more tool (maintainer-before) on a table of its own")
-	flag.Parse()
+func run(args []string) error {
+	fs := flag.NewFlagSet("compactbench", flag.ContinueOnError)
+	caseList := fs.String("cases", "table1000", "tables to measure, comma-separated: table1000, small10k, small20k, small40k, small80k, large, or all")
+	appends := fs.Int("appends", 0, "a table of your own instead of -cases: single-file appends")
+	rows := fs.Int("rows", 2000, "with -appends: rows per append")
+	parts := fs.Int("partitions", 10, "with -appends: day partitions")
+	perCommit := fs.Int("files-per-commit", 1, "with -appends: appends committed in one snapshot")
+	target := fs.String("target", "128MiB", "target file size")
+	dir := fs.String("dir", "", "work folder, keeping the generated tables for reruns (default: a temporary one, removed after)")
+	groups := fs.Int("max-concurrent-groups", 2, "maintainer max_concurrent_groups")
+	toolList := fs.String("tools", "maintainer,cli,duckdb", "tools to measure, comma-separated: maintainer, cli, duckdb")
+	rounds := fs.Int("rounds", 3, "rounds of every tool, rotating which goes first; medians are reported (0: only generate the tables, with -dir)")
+	mEnv := fs.String("maintainer-env", "", "extra environment of the maintainer process, e.g. GOMEMLIMIT=350MiB")
+	before := fs.String("before-bin", "", "a maintainer binary built before a change, measured as one more tool (maintainer-before) on a table of its own")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *rounds < 0 || *rounds == 0 && *dir == "" {
+		return fmt.Errorf("-rounds %d: want 1 or more, or 0 with -dir to only generate the tables", *rounds)
+	}
 	ctx := context.Background()
 
 	targetBytes, err := config.ParseSize(*target)
@@ -141,16 +150,15 @@ func run() error {
 	if work, err = filepath.Abs(work); err != nil {
 		return err
 	}
-	if *rounds < 0 || *rounds == 0 && *dir == "" {
-		return fmt.Errorf("-rounds %d: want 1 or more, or 0 with -dir to only generate the tables", *rounds)
-	}
 	b := &bench{ctx: ctx, target: targetBytes, groups: *groups, rounds: *rounds, tools: tools, before: *before}
 	if *mEnv != "" {
 		b.env = strings.Fields(*mEnv)
 		fmt.Printf("maintainer environment: %s\n", *mEnv)
 	}
-	if err := b.setup(filepath.Join(work, "bin")); err != nil {
-		return err
+	if b.rounds > 0 { // generating alone needs no tool
+		if err := b.setup(filepath.Join(work, "bin")); err != nil {
+			return err
+		}
 	}
 	for _, c := range selected {
 		c.opt.Seed = 1
@@ -242,6 +250,9 @@ func (b *bench) runCase(dir string, c benchCase) error {
 		fmt.Fprintf(os.Stderr, "generated %s: %d files, %.1f MB, %d rows in %s\n", d, want.files,
 			float64(want.bytes)/1e6, want.rows, time.Since(start).Round(time.Second))
 	}
+	if b.rounds == 0 {
+		return nil
+	}
 	tables := map[string]string{toolMaintainer: d, toolBefore: d, toolCLI: d}
 	var duckParts [][]string
 	if b.uses(toolDuckDB) {
@@ -287,9 +298,7 @@ func (b *bench) runCase(dir string, c benchCase) error {
 			results[tool] = append(results[tool], m)
 		}
 	}
-	if b.rounds > 0 {
-		b.report(c, want, results)
-	}
+	b.report(c, want, results)
 	return nil
 }
 
