@@ -25,6 +25,12 @@ const MinTargetFileSize int64 = 1 << 20
 // max_file_group_size is not set (Spark's max-file-group-size-bytes).
 const DefaultMaxFileGroupSize int64 = 100 << 30
 
+// DefaultWriteBufferSize is the encoded bytes the concurrent writers of one
+// run buffer together when write_buffer_size is not set: row groups of
+// 32 MiB for the default two writers, 64 MiB for one, which keeps a run on
+// a partition of any file count within 512 MiB.
+const DefaultWriteBufferSize int64 = 64 << 20
+
 // Config is the compaction policy for one table. Zero sizes mean "derive":
 // the target comes from the table property, then DefaultTargetFileSize; the
 // min and max sizes are 75% and 180% of the target, as in Spark.
@@ -113,6 +119,26 @@ type Config struct {
 	Strategy   string `yaml:"strategy"`
 	SortOrder  string `yaml:"sort_order"`
 	SortMemory int64  `yaml:"sort_memory,size"`
+	// WriteBufferSize bounds the encoded row groups that the run's
+	// concurrent writers hold in memory together: each closes its row
+	// group at the table's row-group size or at its share of this,
+	// whichever is smaller (rowGroupCap); 0 = DefaultWriteBufferSize.
+	WriteBufferSize int64 `yaml:"write_buffer_size,size"`
+}
+
+// rowGroupCap is the encoded bytes at which each writer of a run that
+// rewrites groups groups closes its row group at the latest: its share of
+// the write buffer among the writers that run at once. A Parquet writer
+// holds its open row group in memory until it closes it, so without the
+// cap the run would hold a table's row-group size times its writers
+// (parquet-mr's MemoryManager shrinks row groups for the same reason).
+func (c Config) rowGroupCap(groups int) int64 {
+	budget := c.WriteBufferSize
+	if budget <= 0 {
+		budget = DefaultWriteBufferSize
+	}
+	writers := max(1, min(groups, c.MaxConcurrentGroups))
+	return max(1, budget/int64(writers))
 }
 
 // DefaultConfig returns the production defaults (Spark's where they exist).
@@ -183,6 +209,7 @@ func (c Config) Validate() error {
 		bad("max_files_to_rewrite", c.MaxFilesToRewrite, "must not be negative")
 	}
 	size("max_file_group_size", c.MaxFileGroupSize)
+	size("write_buffer_size", c.WriteBufferSize)
 	if c.MaxFileGroupInputFiles < 0 {
 		bad("max_file_group_input_files", c.MaxFileGroupInputFiles, "must not be negative")
 	} else if c.MaxFileGroupInputFiles == 1 {

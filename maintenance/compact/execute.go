@@ -129,7 +129,8 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		claims:  newClaims(opts.Claims, tbl.Identifier()),
 		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
 	paths = withSortPath(plan, paths)
-	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts, sort: plan.sort}, paths)
+	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts, sort: plan.sort,
+		rowGroupCap: cfg.rowGroupCap(len(plan.Groups))}, paths)
 	if e.claims != nil {
 		defer e.claims.releaseAll(ctx)
 	}

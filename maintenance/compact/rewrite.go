@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -56,6 +57,9 @@ type pathEnv struct {
 	sizes fileSizes
 	opts  Options
 	sort  *sortSpec // the plan's sort order; nil: none (sort.go)
+	// rowGroupCap is the encoded bytes each writer closes its row group at
+	// the latest (Config.rowGroupCap); 0: the table's row-group size.
+	rowGroupCap int64
 
 	prepared  bool
 	direct    *directTable // nil when the table cannot take the direct path
@@ -68,6 +72,9 @@ func (env *pathEnv) directTable() (*directTable, string) {
 	if !env.prepared {
 		env.prepared = true
 		env.direct, env.directWhy = newDirectTable(env.tbl, env.opts.Allocator)
+		if env.direct != nil && env.rowGroupCap > 0 {
+			env.direct.out.rowGroupBytes = min(env.direct.out.rowGroupBytes, env.rowGroupCap)
+		}
 	}
 	return env.direct, env.directWhy
 }
@@ -170,7 +177,42 @@ type WriterAllocator func() (mem memory.Allocator, reclaim func())
 
 // scanPath is iceberg-go's path.
 func scanPath(env *pathEnv) rewriter {
-	return &scanRewriter{tbl: env.tbl, sizes: env.sizes, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches}
+	tbl, err := rowGroupView(env.tbl, env.rowGroupCap)
+	if err != nil {
+		return failing{path: "iceberg-go", err: err}
+	}
+	return &scanRewriter{tbl: tbl, sizes: env.sizes, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches}
+}
+
+// rowGroupView is tbl as iceberg-go's writer sees it: the same metadata,
+// with write.parquet.row-group-size-bytes lowered to limit when the table's
+// is larger, so that its writers buffer no more than the direct path's. A
+// property that is not a positive integer is left for iceberg-go to refuse.
+func rowGroupView(tbl *table.Table, limit int64) (*table.Table, error) {
+	meta := tbl.Metadata()
+	size := int64(table.ParquetRowGroupSizeBytesDefault)
+	if raw, ok := meta.Properties()[table.ParquetRowGroupSizeBytesKey]; ok {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n <= 0 {
+			return tbl, nil
+		}
+		size = n
+	}
+	if limit <= 0 || size <= limit {
+		return tbl, nil
+	}
+	b, err := table.MetadataBuilderFromBase(meta, tbl.MetadataLocation())
+	if err == nil {
+		err = b.SetProperties(iceberg.Properties{table.ParquetRowGroupSizeBytesKey: strconv.FormatInt(limit, 10)})
+	}
+	var view table.Metadata
+	if err == nil {
+		view, err = b.Build()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("table metadata with row groups of at most %d bytes: %w", limit, err)
+	}
+	return table.New(tbl.Identifier(), view, tbl.MetadataLocation(), tbl.FS, nil), nil
 }
 
 // scanRewriter rewrites a group through iceberg-go's scan, which applies

@@ -49,8 +49,12 @@ func sortPath(env *pathEnv) rewriter {
 	if env.sort == nil {
 		return declining{path: "sort", why: "the table has no sort order and the strategy is binpack"}
 	}
-	s := scanPath(env).(*scanRewriter)
-	view, err := unsortedView(env.tbl)
+	sr := scanPath(env)
+	s, ok := sr.(*scanRewriter)
+	if !ok {
+		return sr
+	}
+	view, err := unsortedView(s.tbl)
 	if err != nil {
 		return failing{path: "sort", err: err}
 	}
