@@ -128,6 +128,12 @@ func (s *copySource) finish() error {
 			return fmt.Errorf("column %s holds more rows than the footer says", s.pf.MetaData().Schema.Column(i).Path())
 		}
 	}
+	// Every value of the file is written, and the writers copied what
+	// they keep (encoders, dictionaries, statistics): the page readers'
+	// buffers can go back (pageBuffers).
+	for _, l := range s.leaves {
+		l.release()
+	}
 	return nil
 }
 
@@ -187,6 +193,9 @@ type leafCopier interface {
 	copyRows(w file.ColumnChunkWriter, n int64) (int64, error)
 	// more reports whether the file holds rows of the column not copied.
 	more() (bool, error)
+	// release closes the reader of the file's last chunk read, once the
+	// column holds nothing of the file (more is false).
+	release()
 }
 
 type levelReader[T any] interface {
@@ -413,6 +422,13 @@ func (l *leaf[T]) keep(buf *[]byte, v T) T {
 	default:
 		return any(parquet.FixedLenByteArray(kept)).(T)
 	}
+}
+
+func (l *leaf[T]) release() {
+	if l.pages != nil {
+		_ = l.pages.PageReader.Close()
+	}
+	l.pages, l.rd = nil, nil
 }
 
 func (l *leaf[T]) more() (bool, error) {

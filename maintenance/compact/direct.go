@@ -61,6 +61,8 @@ type directTable struct {
 	files     atomic.Int64
 	// bufs holds the buffers of input files read whole, for the next ones.
 	bufs sync.Pool
+	// pages backs the page readers of copy mode, which closes them.
+	pages pageBuffers
 }
 
 // newDirectTable prepares the direct path for tbl, its writers allocating
@@ -244,11 +246,12 @@ type inputFile struct {
 }
 
 // inputs opens the files of tasks in order, readAhead ahead of the
-// receiver, through fs, reading files of at most wholeMax bytes whole. The
+// receiver, through fs, reading files of at most wholeMax bytes whole,
+// their page readers allocating from mem. The
 // receiver releases each file it took; stop ends the reading ahead and
 // releases what was read and not taken. A file that fails to open is the
 // last sent.
-func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, tasks []table.FileScanTask) (files <-chan *inputFile, stop func()) {
+func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, mem memory.Allocator, tasks []table.FileScanTask) (files <-chan *inputFile, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan *inputFile, readAhead-1) // and one being opened
 	done := make(chan struct{})
@@ -259,7 +262,7 @@ func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, t
 			if ctx.Err() != nil {
 				return
 			}
-			in := d.openInput(fs, wholeMax, t.File.FilePath())
+			in := d.openInput(fs, wholeMax, mem, t.File.FilePath())
 			select {
 			case ch <- in:
 			case <-ctx.Done():
@@ -282,7 +285,7 @@ func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, t
 
 // openInput opens one input file and reads its footer; a file of at most
 // wholeMax bytes is read whole, in one request, into a pooled buffer.
-func (d *directTable) openInput(fs iceio.IO, wholeMax int64, path string) *inputFile {
+func (d *directTable) openInput(fs iceio.IO, wholeMax int64, mem memory.Allocator, path string) *inputFile {
 	in := &inputFile{path: path}
 	f, err := fs.Open(path)
 	if err != nil {
@@ -311,7 +314,7 @@ func (d *directTable) openInput(fs iceio.IO, wholeMax int64, path string) *input
 		src = bytes.NewReader(*buf)
 	}
 	// Closing the reader closes f when it reads by ranges.
-	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(d.mem)))
+	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
 		if !whole {
 			f.Close()
@@ -374,7 +377,14 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 		}
 		files = w.files
 	}()
-	inputs, stop := d.inputs(ctx, r.fs, r.wholeMax, g.tasks)
+	// Copy mode closes the page readers of each file it finished, so
+	// their buffers can serve the next files' (pageBuffers); the Arrow
+	// reader's stay with the garbage collector.
+	readMem := d.mem
+	if r.mode == modeCopy {
+		readMem = &d.pages
+	}
+	inputs, stop := d.inputs(ctx, r.fs, r.wholeMax, readMem, g.tasks)
 	defer stop()
 	var fit fitSchema
 	for range g.tasks {
