@@ -306,7 +306,44 @@ func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTa
 			oversized++
 		}
 	}
-	n := len(cands)
+	return partitionRule(cfg, target, len(cands), laden, oversized, bytes)
+}
+
+// Candidates is what a partition holds of compaction's candidates when
+// only file sizes are known (health measures the table from its manifests,
+// without the delete files of each data file): Files candidates holding
+// Bytes, Oversized of them over max_file_size.
+type Candidates struct {
+	Files, Oversized int
+	Bytes            int64
+}
+
+// Add counts a data file of size bytes when it is a candidate by size:
+// every file with rewrite_all, else one under minSize or over maxSize (the
+// sizes of [Sizes]).
+func (c *Candidates) Add(cfg Config, minSize, maxSize, size int64) {
+	if !cfg.RewriteAll && size >= minSize && size <= maxSize {
+		return
+	}
+	c.Files++
+	c.Bytes += size
+	if size > maxSize {
+		c.Oversized++
+	}
+}
+
+// Rewritten reports whether the planner rewrites a partition holding these
+// candidates (delete-laden files aside): the rules of [PlanTable], so that
+// health counts as left to compact exactly the partitions a plan takes.
+func (c Candidates) Rewritten(cfg Config, target int64) bool {
+	reason, _ := partitionRule(cfg, target, c.Files, 0, c.Oversized, c.Bytes)
+	return reason != ""
+}
+
+// partitionRule is selectPartition's verdict on n candidates holding
+// bytes, laden of them delete-laden and oversized others over
+// max_file_size.
+func partitionRule(cfg Config, target int64, n, laden, oversized int, bytes int64) (reason, skipped string) {
 	switch {
 	case n == 0:
 		return "", ReasonOptimal
