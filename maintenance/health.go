@@ -175,7 +175,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
 	}
 	for key, c := range cands {
-		if c.Rewritten(cfg, target) {
+		if c.Rewritten(cfg, target, minSize, maxSize) {
 			h.CompactableFiles += smallPerPartition[key]
 			h.PartitionsToCompact++
 		}

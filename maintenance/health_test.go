@@ -47,6 +47,12 @@ func TestHealthCountsThePartitionsAPlanRewrites(t *testing.T) {
 		{"under a target's worth, fewer than min_input_files", func(c *compact.Config) { c.TargetFileSize = 4 * mib }, 0, 0},
 		{"min_input_files 3", func(c *compact.Config) { c.TargetFileSize, c.MinInputFiles = 4*mib, 3 }, 1, 3},
 		{"rewrite_all", func(c *compact.Config) { c.TargetFileSize, c.RewriteAll = 4*mib, true }, 2, 5},
+		// Two files of 0.5-0.75 MiB fit neither 1 file nor 2 within
+		// [0.75, 1] MiB: the plan leaves them, so does health; the 3 files
+		// of the other partition become 2.
+		{"no file count in range", func(c *compact.Config) {
+			c.TargetFileSize, c.MinFileSize, c.MaxFileSize = mib, 3*mib/4, mib
+		}, 1, 3},
 		{"files within range are not candidates", func(c *compact.Config) {
 			c.TargetFileSize, c.MinFileSize, c.MaxFileSize = mib, mib/4, 2*mib
 		}, 0, 0},
