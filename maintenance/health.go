@@ -25,12 +25,13 @@ type Health struct {
 	AvgFileSize        int64  `json:"avg_file_size_bytes"`
 	SmallFiles         int    `json:"small_files"`
 	SmallFileThreshold int64  `json:"small_file_threshold_bytes"`
-	// CompactableFiles are the small files in partitions holding at least
-	// min_input_files of them: what compaction would merge by file count.
-	// A partition with a single small file counts in SmallFiles only.
+	// CompactableFiles are the small files in the partitions compaction
+	// would rewrite by file sizes (PartitionsToCompact): what it would
+	// merge. A partition with a single small file counts in SmallFiles only.
 	CompactableFiles int `json:"compactable_files"`
-	// Partitions hold data files; PartitionsToCompact are those with
-	// compactable files: a backfill's progress is the partitions done
+	// Partitions hold data files; PartitionsToCompact are those a plan
+	// would rewrite by the sizes of their files (compaction's rules, the
+	// delete-laden rule aside): a backfill's progress is the partitions done
 	// (Partitions - PartitionsToCompact) against those left.
 	Partitions             int        `json:"partitions"`
 	PartitionsToCompact    int        `json:"partitions_to_compact"`
@@ -99,7 +100,8 @@ func (r *Runner) Health(ctx context.Context, ident table.Identifier) Health {
 // minimum size count as small.
 func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Health, error) {
 	var h Health
-	_, h.SmallFileThreshold, _, _ = compact.Sizes(cfg, tbl.Properties())
+	target, minSize, maxSize, _ := compact.Sizes(cfg, tbl.Properties())
+	h.SmallFileThreshold = minSize
 	meta := tbl.Metadata()
 	snaps := meta.Snapshots()
 	h.Snapshots = len(snaps)
@@ -138,7 +140,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 		return h, fmt.Errorf("read manifest list of snapshot %d: %w", cur.SnapshotID, err)
 	}
 	smallPerPartition := map[string]int{}
-	partitions := map[string]bool{}
+	cands := map[string]*compact.Candidates{}
 	for _, m := range manifests {
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
@@ -150,10 +152,16 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 				h.DataFiles++
 				h.DataBytes += df.FileSizeBytes()
 				h.Rows += df.Count()
-				partitions[partitionKey(df)] = true
+				key := partitionKey(df)
+				c := cands[key]
+				if c == nil {
+					c = &compact.Candidates{}
+					cands[key] = c
+				}
+				c.Add(cfg, minSize, maxSize, df.FileSizeBytes())
 				if df.FileSizeBytes() < h.SmallFileThreshold {
 					h.SmallFiles++
-					smallPerPartition[partitionKey(df)]++
+					smallPerPartition[key]++
 				}
 			case iceberg.EntryContentPosDeletes:
 				h.PositionDeleteFiles++
@@ -162,13 +170,13 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 			}
 		}
 	}
-	h.Partitions = len(partitions)
+	h.Partitions = len(cands)
 	if h.DataFiles > 0 {
 		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
 	}
-	for _, n := range smallPerPartition {
-		if n >= max(cfg.MinInputFiles, 2) {
-			h.CompactableFiles += n
+	for key, c := range cands {
+		if c.Rewritten(cfg, target, minSize, maxSize) {
+			h.CompactableFiles += smallPerPartition[key]
 			h.PartitionsToCompact++
 		}
 	}

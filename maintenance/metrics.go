@@ -116,7 +116,7 @@ func NewMetrics(reg prometheus.Registerer, tables *metrics.Tables) *Metrics {
 		polls:         counter("polls_total", "Polls of the catalog by result (success, failure).", metrics.LabelResult),
 		healthFiles:   gauge("table_data_files", "Data files in the table's current snapshot.", tl),
 		healthSmall:   gauge("table_small_files", "Data files smaller than the compaction minimum size.", tl),
-		healthCompact: gauge("table_compactable_files", "Small files in partitions holding at least min_input_files of them: what compaction would merge.", tl),
+		healthCompact: gauge("table_compactable_files", "Small files in partitions compaction would rewrite by file sizes: what compaction would merge.", tl),
 		healthBytes:   gauge("table_data_bytes", "Bytes of data files in the table's current snapshot.", tl),
 		healthDeletes: gauge("table_delete_files", "Delete files (position, equality, deletion vectors) in the current snapshot.", tl),
 		healthSnaps:   gauge("table_snapshots", "Snapshots in the table's metadata.", tl),

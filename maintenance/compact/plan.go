@@ -85,6 +85,7 @@ const (
 	ReasonOptimal        = "all files within the target size range"
 	ReasonTooFewFiles    = "fewer candidate files than min_input_files"
 	ReasonSingleFile     = "one small file, nothing to merge it with"
+	ReasonNoProgress     = "rewriting would not reduce the file count"
 	ReasonRecentlyWrite  = "written within skip_partitions_written_within"
 	ReasonBudget         = "over max_bytes_per_run"
 	ReasonFileBudget     = "over max_files_to_rewrite"
@@ -252,7 +253,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 				bytes += sz
 			}
 		}
-		reason, skip := selectPartition(cfg, p.TargetFileSize, p.MaxFileSize, cands, bytes)
+		reason, skip := selectPartition(cfg, sizes, cands, bytes)
 		if skip != "" {
 			b.Skipped = skip
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
@@ -297,16 +298,77 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 // candidates, unless they hold more than a target's worth or one is
 // delete-laden; an oversized file is split on its own. A lone small file
 // is left: rewritten alone it would come out the same.
-func selectPartition(cfg Config, target, maxSize int64, cands []table.FileScanTask, bytes int64) (reason, skipped string) {
+func selectPartition(cfg Config, sizes fileSizes, cands []table.FileScanTask, bytes int64) (reason, skipped string) {
 	laden, oversized := 0, 0
 	for _, t := range cands {
 		if deleteLaden(cfg, t) {
 			laden++
-		} else if t.File.FileSizeBytes() > maxSize {
+		} else if t.File.FileSizeBytes() > sizes.max {
 			oversized++
 		}
 	}
-	n := len(cands)
+	return partitionRule(cfg, sizes, len(cands), laden, oversized, bytes)
+}
+
+// Candidates is what a partition holds of compaction's candidates when
+// only file sizes are known (health measures the table from its manifests,
+// without the delete files of each data file): Files candidates holding
+// Bytes, Oversized of them over max_file_size.
+type Candidates struct {
+	Files, Oversized int
+	Bytes            int64
+}
+
+// Add counts a data file of size bytes when it is a candidate by size:
+// every file with rewrite_all, else one under minSize or over maxSize (the
+// sizes of [Sizes]).
+func (c *Candidates) Add(cfg Config, minSize, maxSize, size int64) {
+	if !cfg.RewriteAll && size >= minSize && size <= maxSize {
+		return
+	}
+	c.Files++
+	c.Bytes += size
+	if size > maxSize {
+		c.Oversized++
+	}
+}
+
+// Rewritten reports whether the planner rewrites a partition holding these
+// candidates (delete-laden files aside): the rules of [PlanTable], so that
+// health counts as left to compact exactly the partitions a plan takes.
+// target, minSize and maxSize are those of [Sizes].
+func (c Candidates) Rewritten(cfg Config, target, minSize, maxSize int64) bool {
+	reason, _ := partitionRule(cfg, fileSizes{target: target, min: minSize, max: maxSize}, c.Files, 0, c.Oversized, c.Bytes)
+	return reason != ""
+}
+
+// partitionRule is selectPartition's verdict on n candidates holding
+// bytes, laden of them delete-laden and oversized others over
+// max_file_size.
+func partitionRule(cfg Config, sizes fileSizes, n, laden, oversized int, bytes int64) (reason, skipped string) {
+	target := sizes.target
+	if reason, skipped = sizeRule(cfg, target, n, laden, oversized, bytes); reason == "" || cfg.RewriteAll || laden > 0 || oversized > 0 {
+		return reason, skipped
+	}
+	// Small files alone: merged, they must come out as fewer files, or the
+	// next plan finds them small again and rewrites them forever. That
+	// happens when max_file_size is under twice min_file_size: 2 files of
+	// 117 MiB (min 120MiB, max 230MiB) fit neither 1 file nor 2 in range.
+	if out := sizes.files(bytes); out >= int64(n) {
+		// out >= n >= 2 files of bytes are under min_file_size (each input
+		// is), and files() chose out because out-1 would be oversized.
+		return "", fmt.Sprintf("%s (%d small files holding %s would be written as %d files under min_file_size %s, or %d over max_file_size %s)",
+			ReasonNoProgress, n, humanMiB(bytes), out, humanMiB(sizes.min), out-1, humanMiB(sizes.max))
+	}
+	return reason, ""
+}
+
+func humanMiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// sizeRule is the documented rule of compact: the first that holds of
+// delete-laden, oversized, min_input_files candidates and more than a
+// target's worth.
+func sizeRule(cfg Config, target int64, n, laden, oversized int, bytes int64) (reason, skipped string) {
 	switch {
 	case n == 0:
 		return "", ReasonOptimal

@@ -139,8 +139,13 @@ func TestPartitionRules(t *testing.T) {
 		}
 		return out
 	}
+	// narrow: min_file_size 120MiB with max_file_size 230MiB, where 2 files
+	// of 117 MiB fit neither one file nor two in range. Rewritten, they
+	// would come out as 2 files of 117 MiB, small again, and every plan
+	// after would rewrite them again; 3 such files merge into 2 of 175 MiB.
 	cases := []struct {
 		name          string
+		narrow        bool
 		cands         []table.FileScanTask
 		reason, skipd string
 	}{
@@ -155,6 +160,10 @@ func TestPartitionRules(t *testing.T) {
 		{name: "two files past a target's worth", cands: files(2, 71*mib), reason: "2 small files holding more than a target's worth"},
 		{name: "an oversized file alone is split", cands: files(1, 300*mib), reason: "1 oversized file(s)"},
 		{name: "a delete-laden file alone", cands: []table.FileScanTask{task(t, "d", 200*mib, 1000, 5)}, reason: "1 delete-laden file(s)"},
+		{name: "no file count in range", narrow: true, cands: files(2, 117*mib),
+			skipd: "rewriting would not reduce the file count (2 small files holding 234.0 MiB would be written as 2 files under min_file_size 120.0 MiB, or 1 over max_file_size 230.0 MiB)"},
+		{name: "fewer files come out", narrow: true, cands: files(3, 117*mib), reason: "3 small files holding more than a target's worth"},
+		{name: "one file in range", narrow: true, cands: files(2, 100*mib), reason: "2 small files holding more than a target's worth"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +171,11 @@ func TestPartitionRules(t *testing.T) {
 			for _, c := range tc.cands {
 				bytes += c.File.FileSizeBytes()
 			}
-			reason, skipped := selectPartition(cfg, target, maxSize, tc.cands, bytes)
+			sizes := fileSizes{target: target, min: target * 3 / 4, max: maxSize}
+			if tc.narrow {
+				sizes.min = 120 * mib
+			}
+			reason, skipped := selectPartition(cfg, sizes, tc.cands, bytes)
 			if reason != tc.reason || skipped != tc.skipd {
 				t.Fatalf("reason %q skipped %q, want %q %q", reason, skipped, tc.reason, tc.skipd)
 			}
