@@ -279,16 +279,17 @@ func (s *slowList) ListTables(ctx context.Context, ns table.Identifier) iter.Seq
 }
 
 // request_timeout bounds the wait for each table of a listing, not the
-// whole listing: one that takes 4 timeouts but keeps answering is read
-// whole, in one attempt.
+// whole listing: one that takes 2.5 timeouts but keeps answering is read
+// whole, in one attempt. Each wait is a fifth of the timeout, so that a
+// busy machine's scheduling delays do not reach it.
 func TestLongListingThatKeepsAnsweringIsRead(t *testing.T) {
 	f, _ := newFaulty(t)
-	s := &slowList{Inner: f, pause: 40 * time.Millisecond, n: 10}
-	c := wrap(t, s, Config{RequestTimeout: 100 * time.Millisecond, MaxAttempts: 1})
+	s := &slowList{Inner: f, pause: 200 * time.Millisecond, n: 10}
+	c := wrap(t, s, Config{RequestTimeout: 800 * time.Millisecond, MaxAttempts: 1})
 	var got int
 	for _, err := range c.ListTables(t.Context(), table.Identifier{"db"}) {
 		if err != nil {
-			t.Fatalf("listing of 10 tables, 40ms apart, with a 100ms timeout: %v", err)
+			t.Fatalf("listing of 10 tables, 200ms apart, with an 800ms timeout: %v", err)
 		}
 		got++
 	}
