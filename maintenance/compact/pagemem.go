@@ -17,10 +17,9 @@ import (
 //
 // Buffers of 4 KiB to 8 MiB are kept, by power-of-two size; a buffer is
 // zeroed when it is returned, so it comes back as a new one would, and a
-// reader that kept a reference past its close would read zeros, not the
-// next file's bytes (the copy tests compare every value). A buffer grown by
-// Reallocate is left to the garbage collector: a page of it may still be
-// in use.
+// reference kept past its reader's close reads zeros rather than the next
+// file's bytes. A buffer grown by Reallocate is left to the garbage
+// collector: a page of it may still be in use.
 type pageBuffers struct {
 	classes [maxPageClass - minPageClass + 1]sync.Pool
 	made    atomic.Int64 // buffers of a class made new, not taken back

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go/table"
 )
 
 func TestPageBuffersRecycleZeroed(t *testing.T) {
@@ -81,5 +83,43 @@ func TestCopyModeRecyclesPageBuffers(t *testing.T) {
 	t.Logf("%d files of %d columns: %d page buffers made", 60, cols, made)
 	if made == 0 || made > int64(cols*3*readAhead*2) {
 		t.Fatalf("%d page buffers made for 60 files of %d columns, want a few sets (at most %d)", made, cols, cols*3*readAhead*2)
+	}
+}
+
+// Inputs of many row groups, whose buffers are recycled from file to file:
+// copy mode moves from chunk to chunk within a file and closes the readers
+// only once the file is done; every value comes out the same.
+func TestCopyModeOverManyRowGroupsKeepsEveryValue(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 24, 1500, 1)
+	setProps(t, f, map[string]string{table.ParquetRowGroupLimitKey: "100"})
+	first := testConfig()
+	first.TargetFileSize = MinTargetFileSize
+	compactAll(t, f, first, []rewritePath{scanPath})
+	tbl := f.reload(t)
+	inputs := liveDataFiles(t, tbl)
+	for _, df := range inputs {
+		if n := len(rowGroupBytes(t, df.FilePath())); n < 10 {
+			t.Fatalf("%s has %d row groups, want many", df.FilePath(), n)
+		}
+	}
+	if len(inputs) < 2 {
+		t.Fatalf("%d input files, want several", len(inputs))
+	}
+	cfg := testConfig()
+	cfg.RewriteAll = true
+	plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log pathLog
+	if _, err := execute(ctx, f.cat, tbl, plan, cfg, guarded(t, Options{}), log.watch([]rewritePath{copyPath(0)})); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.all(); len(got) == 0 || got[0] != "copy" {
+		t.Fatalf("paths %v (why %v), want copy", got, log.whys)
+	}
+	if rows, sum := checksum(t, f.reload(t)); rows != f.rows || sum != f.sum {
+		t.Fatalf("%d rows checksum %x after, %d rows %x before", rows, sum, f.rows, f.sum)
 	}
 }

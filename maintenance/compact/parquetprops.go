@@ -36,6 +36,18 @@ var positiveIntProps = map[string]int64{
 	table.ParquetBloomFilterMaxBytesKey: table.ParquetBloomFilterMaxBytesDefault,
 }
 
+// positiveIntProp is the table's value of key, one of positiveIntProps, or
+// its default when unset; false when it is set to anything but a positive
+// integer.
+func positiveIntProp(props iceberg.Properties, key string) (int64, bool) {
+	raw, ok := props[key]
+	if !ok {
+		return positiveIntProps[key], true
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	return v, err == nil && v > 0
+}
+
 // parquetOutput is how the direct path writes a table's Parquet files.
 type parquetOutput struct {
 	arrow         *arrow.Schema // the table schema as the files hold it
@@ -57,15 +69,10 @@ func (o *parquetOutput) props(mem memory.Allocator) (*parquet.WriterProperties, 
 // GetWriteProperties and getWriteProperties), or says why it cannot.
 func parquetOutputFor(sc *iceberg.Schema, props iceberg.Properties) (*parquetOutput, string) {
 	ints := map[string]int64{}
-	for key, def := range positiveIntProps {
-		ints[key] = def
-		raw, ok := props[key]
+	for key := range positiveIntProps {
+		v, ok := positiveIntProp(props, key)
 		if !ok {
-			continue
-		}
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || v <= 0 {
-			return nil, fmt.Sprintf("table property %s=%q", key, raw)
+			return nil, fmt.Sprintf("table property %s=%q", key, props[key])
 		}
 		ints[key] = v
 	}

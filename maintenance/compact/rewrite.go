@@ -190,15 +190,8 @@ func scanPath(env *pathEnv) rewriter {
 // property that is not a positive integer is left for iceberg-go to refuse.
 func rowGroupView(tbl *table.Table, limit int64) (*table.Table, error) {
 	meta := tbl.Metadata()
-	size := int64(table.ParquetRowGroupSizeBytesDefault)
-	if raw, ok := meta.Properties()[table.ParquetRowGroupSizeBytesKey]; ok {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || n <= 0 {
-			return tbl, nil
-		}
-		size = n
-	}
-	if limit <= 0 || size <= limit {
+	size, ok := positiveIntProp(meta.Properties(), table.ParquetRowGroupSizeBytesKey)
+	if !ok || limit <= 0 || size <= limit {
 		return tbl, nil
 	}
 	b, err := table.MetadataBuilderFromBase(meta, tbl.MetadataLocation())

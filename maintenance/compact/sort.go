@@ -52,6 +52,9 @@ func sortPath(env *pathEnv) rewriter {
 	sr := scanPath(env)
 	s, ok := sr.(*scanRewriter)
 	if !ok {
+		if f, isFailing := sr.(failing); isFailing {
+			return failing{path: "sort", err: f.err}
+		}
 		return sr
 	}
 	view, err := unsortedView(s.tbl)
