@@ -6,6 +6,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,9 +126,9 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		return res, fmt.Errorf("open table IO: %w", err)
 	}
 	e := &executor{cat: cat, fs: fs, plan: plan, cfg: cfg, opts: opts, res: res, current: tbl,
-		changes: map[int64]*snapshotChanges{},
-		claims:  newClaims(opts.Claims, tbl.Identifier()),
-		log:     opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
+		changes: map[int64]*snapshotChanges{}, landed: map[*Group]bool{}, deadDropped: map[string]bool{},
+		claims: newClaims(opts.Claims, tbl.Identifier()),
+		log:    opts.Logger.With("table", strings.Join(tbl.Identifier(), "."), "task", "compact")}
 	paths = withSortPath(plan, paths)
 	e.paths = buildPaths(&pathEnv{tbl: tbl, fs: fs, sizes: plan.fileSizes(), opts: opts, sort: plan.sort,
 		rowGroupCap: cfg.rowGroupCap(len(plan.Groups))}, paths)
@@ -251,6 +252,12 @@ type executor struct {
 	paths []rewriter
 	// claims are the partitions this run holds (nil: no Claimer).
 	claims *claims
+	// landed are the groups committed so far; deadDropped the delete
+	// files their commits removed; deadDeps, built on the first commit,
+	// the groups each dead delete of the plan waits for (deadGroups).
+	landed      map[*Group]bool
+	deadDropped map[string]bool
+	deadDeps    map[string][]*Group
 }
 
 // buildPaths builds the rewriters of one run over one table.
@@ -412,8 +419,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		}
 		snap, err := e.attempt(ctx, batch, batchID, attempt, &st, &dead, &deadKnown)
 		if err == nil {
-			e.res.DeleteFilesDropped += len(dead)
-			e.recordCommit(batch, snap)
+			e.recordCommit(batch, snap, dead)
 			return true
 		}
 		if errors.Is(err, errStage) {
@@ -448,8 +454,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		// The catalog may or may not have taken the commit: find out by
 		// looking for our snapshot, and never delete files that may be live.
 		if snap := e.findOwnSnapshot(ctx, batchID); snap != nil {
-			e.res.DeleteFilesDropped += len(dead)
-			e.recordCommit(batch, snap)
+			e.recordCommit(batch, snap, dead)
 			return true
 		}
 		e.unknown(batch, err)
@@ -463,11 +468,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 func (e *executor) attempt(ctx context.Context, batch []groupOutput, batchID string, attempt int,
 	st **stagedRewrite, dead *[]iceberg.DataFile, deadKnown *bool) (*table.Snapshot, error) {
 	if !*deadKnown {
-		found, err := e.deadFor(ctx, batch)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStage, err)
-		}
-		*dead, *deadKnown = found, true
+		*dead, *deadKnown = e.deadFor(batch), true
 	}
 	still, err := e.stillDead(*dead)
 	if err != nil {
@@ -491,41 +492,77 @@ func (e *executor) attempt(ctx context.Context, batch []groupOutput, batchID str
 }
 
 // deadFor returns the delete files the batch's commit removes: those the
-// plan found dead that are dead for the groups of this batch.
-func (e *executor) deadFor(ctx context.Context, batch []groupOutput) ([]iceberg.DataFile, error) {
-	switch {
-	case !e.cfg.RemoveDeadDeletes:
-		return nil, nil
-	case len(batch) == len(e.plan.Groups):
-		// Every group of the plan: the plan's decision stands, and
-		// stillDead checks what was committed since.
-		return e.plan.DeadDeletes, nil
+// plan found dead whose groups (deadGroups) have all landed once this
+// batch does, less those an earlier batch removed. It reads nothing, so a
+// run of many batches beside a fast writer does not re-read the table's
+// manifests for each (stillDead checks what was committed since the plan).
+func (e *executor) deadFor(batch []groupOutput) []iceberg.DataFile {
+	if !e.cfg.RemoveDeadDeletes || len(e.plan.DeadDeletes) == 0 {
+		return nil
 	}
-	paths := map[string]struct{}{}
+	if e.deadDeps == nil {
+		e.deadDeps = deadGroups(e.plan, e.current.Metadata())
+	}
+	in := make(map[*Group]bool, len(batch))
 	for _, out := range batch {
-		for _, t := range out.g.tasks {
-			paths[t.File.FilePath()] = struct{}{}
-		}
-	}
-	found, err := deadDeletes(ctx, e.current, e.current.CurrentSnapshot(), paths)
-	if err != nil {
-		return nil, err
-	}
-	// Only deletes the plan found dead may go: they existed at the
-	// planned snapshot, whose sequence number the rewritten rows keep,
-	// so a delete a writer committed since still applies to them
-	// although the decision above cannot see the new files.
-	planned := make(map[string]bool, len(e.plan.DeadDeletes))
-	for _, d := range e.plan.DeadDeletes {
-		planned[d.FilePath()] = true
+		in[out.g] = true
 	}
 	var dead []iceberg.DataFile
-	for _, d := range found {
-		if planned[d.FilePath()] {
+	for _, d := range e.plan.DeadDeletes {
+		if e.deadDropped[d.FilePath()] {
+			continue
+		}
+		if !slices.ContainsFunc(e.deadDeps[d.FilePath()], func(g *Group) bool { return !in[g] && !e.landed[g] }) {
 			dead = append(dead, d)
 		}
 	}
-	return dead, nil
+	return dead
+}
+
+// deadGroups maps each delete file the plan found dead to the groups that
+// hold a data file it may apply to, by Iceberg's rules: the file a
+// file-scoped position delete names; otherwise every file of its partition
+// (of its spec), or of every partition for a delete of an unpartitioned
+// spec; and the groups whose scan tasks applied it. The plan found it dead
+// because every such file is rewritten, so it may go once these groups have
+// landed: the rewritten rows keep the planned sequence number, which it
+// cannot apply to (equality deletes apply to older rows only, position
+// deletes to the files they name).
+func deadGroups(plan *Plan, meta table.Metadata) map[string][]*Group {
+	byPath := map[string]*Group{}
+	byKey := map[string][]*Group{}
+	applied := map[string][]*Group{}
+	all := make([]*Group, len(plan.Groups))
+	for i := range plan.Groups {
+		g := &plan.Groups[i]
+		all[i] = g
+		byKey[g.key] = append(byKey[g.key], g)
+		for _, t := range g.tasks {
+			byPath[t.File.FilePath()] = g
+			for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
+				if gs := applied[d.FilePath()]; len(gs) == 0 || gs[len(gs)-1] != g {
+					applied[d.FilePath()] = append(gs, g)
+				}
+			}
+		}
+	}
+	deps := make(map[string][]*Group, len(plan.DeadDeletes))
+	for _, d := range plan.DeadDeletes {
+		gs := slices.Clone(applied[d.FilePath()])
+		spec := meta.PartitionSpecByID(int(d.SpecID()))
+		switch ref := referencedPath(d); {
+		case ref != "":
+			if g := byPath[ref]; g != nil {
+				gs = append(gs, g)
+			}
+		case spec != nil && !spec.IsUnpartitioned():
+			gs = append(gs, byKey[partitionKey(d.SpecID(), d.Partition())]...)
+		default: // global, or of a spec the table no longer knows
+			gs = all
+		}
+		deps[d.FilePath()] = gs
+	}
+	return deps
 }
 
 func (e *executor) unknown(batch []groupOutput, err error) {
@@ -600,8 +637,13 @@ func (e *executor) markers(props iceberg.Properties, batch []groupOutput, batchI
 // was sent, fail the batch at once: errStage.)
 func isDefiniteFailure(err error) bool { return commitconflict.Is(err) }
 
-func (e *executor) recordCommit(batch []groupOutput, snap *table.Snapshot) {
+func (e *executor) recordCommit(batch []groupOutput, snap *table.Snapshot, dead []iceberg.DataFile) {
+	e.res.DeleteFilesDropped += len(dead)
+	for _, d := range dead {
+		e.deadDropped[d.FilePath()] = true
+	}
 	for _, out := range batch {
+		e.landed[out.g] = true
 		e.releaseClaim(out.g)
 		e.res.GroupsCommitted++
 		e.res.FilesRewritten += out.g.Files

@@ -507,6 +507,25 @@ func sameRowsCount(t *testing.T, f *fixture, added int64) {
 // file about every 200 ms, compaction runs again and again: every run lands
 // within 3 retries, and the rows are the writer's oracle at the end.
 func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
+	landsBesideUpsertWriter(t, 0, func(*Config) {})
+}
+
+// The same with partial progress over 4 partitions in 4 commits: each
+// batch lands within 3 retries, the dead deletes of each batch's partitions
+// go with it, and no batch re-reads the table's manifests to find them.
+func TestPartialProgressLandsBesideAFastUpsertWriter(t *testing.T) {
+	dropped := landsBesideUpsertWriter(t, 4, func(c *Config) {
+		c.PartialProgress = true
+		c.MaxCommits = 4
+	})
+	if dropped == 0 {
+		t.Fatal("no run removed a dead equality delete")
+	}
+}
+
+// landsBesideUpsertWriter runs compaction 5 times beside the writer and
+// returns how many delete files the runs removed.
+func landsBesideUpsertWriter(t *testing.T, parts int, tune func(*Config)) (dropped int) {
 	if testing.Short() {
 		t.Skip("runs a writer for several seconds")
 	}
@@ -514,7 +533,7 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 	stop := make(chan struct{})
 	// Many small files: building the rewrite again reads every manifest,
 	// which takes longer than the writer leaves between its commits.
-	f := newTable(t, 200, 5, 0)
+	f := newTable(t, 200, 5, parts)
 	// One snapshot left (the manifests stay): the catalog's commits, the
 	// writer's and the compaction's, rewrite metadata of a few snapshots,
 	// not of 200.
@@ -554,6 +573,7 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 	cfg := testConfig()
 	cfg.CommitRetries = 3
 	cfg.MinInputFiles = 2
+	tune(&cfg)
 	runs := 0
 	for runs < 5 {
 		time.Sleep(time.Second) // let the writer add files
@@ -590,13 +610,22 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: %v (result %+v)", runs, err, res)
 		}
-		if res.GroupsCommitted != len(plan.Groups) || res.CommitRetries > 3 {
-			t.Fatalf("run %d: %d of %d groups after %d retries", runs, res.GroupsCommitted, len(plan.Groups), res.CommitRetries)
+		batches := len(res.Commits)
+		if res.GroupsCommitted != len(plan.Groups) || res.CommitRetries > 3*batches {
+			t.Fatalf("run %d: %d of %d groups after %d retries in %d commits", runs, res.GroupsCommitted, len(plan.Groups), res.CommitRetries, batches)
 		}
-		t.Logf("run %d: %d files rewritten, %d retries, %d manifest files opened (the table has %d manifests)",
-			runs, res.FilesRewritten, res.CommitRetries, opened.Load(), len(manifests))
-		if limit := int64(3*len(manifests) + 20*res.CommitRetries); opened.Load() > limit {
-			t.Fatalf("run %d opened %d manifest files in %d retries, more than %d: a retry read the table again",
+		dropped += res.DeleteFilesDropped
+		t.Logf("run %d: %d files rewritten in %d commits, %d retries, %d of %d dead delete files removed, %d manifest files opened (the table has %d manifests)",
+			runs, res.FilesRewritten, batches, res.CommitRetries, res.DeleteFilesDropped, len(plan.DeadDeletes), opened.Load(), len(manifests))
+		// Every group landed and the writer removes no delete file: each
+		// the plan found dead goes with the last group it waits for.
+		if res.DeleteFilesDropped != len(plan.DeadDeletes) {
+			t.Fatalf("run %d removed %d delete files, the plan found %d dead", runs, res.DeleteFilesDropped, len(plan.DeadDeletes))
+		}
+		// Each further batch reads about every manifest once (its
+		// rewrite's base), and the writer adds a few between batches.
+		if limit := int64((batches+2)*len(manifests) + 20*batches + 20*res.CommitRetries); opened.Load() > limit {
+			t.Fatalf("run %d opened %d manifest files in %d retries, more than %d: a batch or a retry read the table again",
 				runs, opened.Load(), res.CommitRetries, limit)
 		}
 		runs++
@@ -611,6 +640,7 @@ func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
 		t.Fatalf("the writer committed only %d times", u.commits)
 	}
 	sameRows(t, fmt.Sprintf("after %d compactions and %d upserts", runs, u.commits), liveRows(t, f.reload(t)), u.oracle)
+	return dropped
 }
 
 // eventTimes returns the event_time of the live rows ids, which a
@@ -642,4 +672,89 @@ func mustTasks(t *testing.T, tbl *table.Table) []table.FileScanTask {
 		t.Fatal(err)
 	}
 	return tasks
+}
+
+// With partial progress each batch removes the dead deletes whose files it
+// and the batches before it rewrote, and no other: a delete of a partition
+// whose batch failed stays, and so does a delete of an unpartitioned table
+// (which applies to every group) until its last group lands. Rows stay
+// those of before in every case.
+func TestPartialProgressDropsEachBatchsDeadDeletes(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		parts, rows int
+		failLater   bool // every batch after the first fails to commit
+		want        int  // delete files removed
+	}{
+		{"partitions, both land", 2, 50, false, 2},
+		{"partitions, second fails", 2, 50, true, 1},
+		// Groups of at least 1MiB (max_file_group_size's floor).
+		{"unpartitioned, both land", 0, 2000, false, 1},
+		{"unpartitioned, later fail", 0, 2000, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newTable(t, 12, tc.rows, tc.parts)
+			u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
+			if err := u.remove(ctx, []int64{gen.EventID(0, 0), gen.EventID(1, 0)}); err != nil {
+				t.Fatal(err)
+			}
+			f.tbl = f.reload(t)
+			f.rows, f.sum = checksum(t, f.tbl)
+			cfg := testConfig()
+			cfg.PartialProgress, cfg.MaxCommits = true, 2
+			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.parts == 0 && len(plan.Groups) == 1 {
+				// Two groups of the one partition.
+				cfg.MaxFileGroupSize = plan.Groups[0].Bytes/2 + 1
+				if plan, err = PlanTable(ctx, f.tbl, cfg, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := map[string]bool{}
+			for _, task := range mustTasks(t, f.tbl) {
+				before[task.File.FilePath()] = true
+			}
+			wantDead := max(tc.parts, 1)
+			if len(plan.Groups) < 2 || len(plan.DeadDeletes) != wantDead {
+				t.Fatalf("plan: %d groups, %d dead deletes; want 2 or more and %d", len(plan.Groups), len(plan.DeadDeletes), wantDead)
+			}
+			cfg.MaxCommits = len(plan.Groups) // a group per batch
+			hook := hookCommits(t, f, func(attempt int) error {
+				if tc.failLater && attempt > 0 {
+					return fmt.Errorf("%w: injected", table.ErrCommitFailed)
+				}
+				return nil
+			})
+			res, err := Execute(ctx, hook, hook.table(f.tbl), plan, cfg, Options{})
+			if (err != nil) != tc.failLater {
+				t.Fatalf("err %v", err)
+			}
+			if res.DeleteFilesDropped != tc.want {
+				t.Fatalf("%d delete files removed, want %d (result %+v)", res.DeleteFilesDropped, tc.want, res)
+			}
+			tbl := f.reload(t)
+			if rows, sum := checksum(t, tbl); rows != f.rows || sum != f.sum {
+				t.Fatalf("rows %d sum %x after, %d %x before", rows, sum, f.rows, f.sum)
+			}
+			sameRows(t, "after the rewrite", liveRows(t, tbl), u.oracle)
+			// The deletes left apply to the files of the groups that did
+			// not land, and to no file the rewrite wrote.
+			left := 0
+			for _, task := range mustTasks(t, tbl) {
+				if len(task.EqualityDeleteFiles) > 0 {
+					left++
+					if !before[task.File.FilePath()] {
+						t.Fatalf("%s, written by the rewrite, has equality deletes", task.File.FilePath())
+					}
+				}
+			}
+			if tc.failLater && left == 0 {
+				t.Fatal("no file of the failed group has its delete left")
+			}
+		})
+	}
 }
