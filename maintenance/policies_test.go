@@ -52,3 +52,35 @@ func TestHeldUntilReusesTheLastLoadsPolicy(t *testing.T) {
 		t.Fatalf("%d loads after the pass length; want the policy loaded again (2)", n)
 	}
 }
+
+// What the Runner keeps of each table's last load is forgotten once the
+// table has not been loaded for the memory's age: a catalog whose tables
+// come and go does not grow it for ever.
+func TestLastLoadsForgetsTablesNoLongerLoaded(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	l := newLastLoads[bool](time.Hour, func() time.Time { return now })
+	for _, name := range []string{"db.a", "db.b", "db.c"} {
+		l.put(name, true)
+	}
+	now = now.Add(30 * time.Minute)
+	l.put("db.c", true) // c is still loaded; a and b are not
+	if v, ok := l.get("db.a"); !ok || !v {
+		t.Fatal("a table loaded within the hour is forgotten")
+	}
+	now = now.Add(40 * time.Minute)
+	if _, ok := l.get("db.a"); ok {
+		t.Fatal("a table last loaded over an hour ago is still remembered")
+	}
+	l.put("db.d", false)
+	if n := l.len(); n != 2 {
+		t.Fatalf("%d tables remembered, want the 2 loaded within the hour (c, d)", n)
+	}
+	if v, ok := l.get("db.d"); !ok || v {
+		t.Fatalf("db.d: %v %v, want false remembered", v, ok)
+	}
+	none := newLastLoads[bool](0, func() time.Time { return now })
+	none.put("db.a", true)
+	if _, ok := none.get("db.a"); ok || none.len() != 0 {
+		t.Fatal("maxAge 0 keeps a value")
+	}
+}

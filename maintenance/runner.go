@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -99,7 +98,7 @@ type Runner struct {
 	neighbours *orphans.Listing
 	// policies are the tables' policies from their last loads, for
 	// HeldUntil.
-	policies *policies
+	policies *lastLoads[Policy]
 	// running are the tasks running now; progressEvery how often each
 	// logs that it still runs.
 	running       *runningTasks
@@ -110,9 +109,12 @@ type Runner struct {
 	// sharing remembers, by table, whether compact.group_leases was on at
 	// the table's last load (serve's poll loads it just before a run), so
 	// a busy table that cannot be shared is skipped without another load.
-	sharingMu sync.Mutex
-	sharing   map[string]bool
+	// A table not loaded for sharingMemory (dropped, or no longer
+	// selected) is forgotten: it costs one load if it comes back.
+	sharing *lastLoads[bool]
 }
+
+const sharingMemory = 24 * time.Hour
 
 // Deps are the Runner's collaborators; Policy and Selected are required.
 type Deps struct {
@@ -183,8 +185,8 @@ func NewRunner(d Deps) *Runner {
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
 		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
-		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: map[string]bool{},
-		policies: newPolicies(d.PassLength, d.Now)}
+		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: newLastLoads[bool](sharingMemory, d.Now),
+		policies: newLastLoads[Policy](d.PassLength, d.Now)}
 	d.Metrics.WatchRunning(r.Running)
 	return r
 }
@@ -601,9 +603,7 @@ func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) 
 		// The config and this table's properties contradict each other.
 		return nil, Policy{}, fmt.Errorf("settings for table %s: %w", name, err)
 	}
-	r.sharingMu.Lock()
-	r.sharing[name] = pol.Compact.GroupLeases
-	r.sharingMu.Unlock()
+	r.sharing.put(name, pol.Compact.GroupLeases)
 	r.policies.put(name, pol)
 	return tbl, pol, nil
 }
@@ -614,9 +614,7 @@ func (r *Runner) load(ctx context.Context, ident table.Identifier, name string) 
 // load (serve's next poll); until then the busy table is skipped, which is
 // never unsafe.
 func (r *Runner) mayShare(name string) bool {
-	r.sharingMu.Lock()
-	defer r.sharingMu.Unlock()
-	on, seen := r.sharing[name]
+	on, seen := r.sharing.get(name)
 	return on || !seen
 }
 
