@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +78,82 @@ func TestGlueTableMetadataReadHasObjectStoreTimeouts(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), strings.TrimPrefix(store.URL, "http://")) {
 		t.Fatalf("err %v; want a timeout naming the store", err)
 	}
+}
+
+// glue.endpoint is Glue's endpoint only: a table's metadata on S3, with no
+// s3.endpoint set, is not read from the Glue endpoint (the SDK's default
+// S3 endpoint is unreachable here, so the load fails, elsewhere). With
+// AWS_ENDPOINT_URL set as well, which the SDK would send Glue requests to,
+// the catalog is refused with both named.
+func TestGlueEndpointIsGluesOnly(t *testing.T) {
+	var others atomic.Int64
+	glueURL := glueServer(t, "s3://warehouse/wh/db/t/metadata/00001-a.metadata.json")
+	spy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Amz-Target") == "" {
+			others.Add(1) // not a Glue API call: an S3 request
+		}
+		proxyTo(t, glueURL, w, r)
+	}))
+	t.Cleanup(spy.Close)
+	props := map[string]string{
+		"type":                 config.CatalogGlue,
+		glue.Endpoint:          spy.URL,
+		glue.Region:            s3test.Region,
+		glue.AccessKeyID:       s3test.AccessKeyID,
+		glue.SecretAccessKey:   s3test.SecretAccessKey,
+		"s3.access-key-id":     s3test.AccessKeyID,
+		"s3.secret-access-key": s3test.SecretAccessKey,
+	}
+	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 1}, nil), props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(s3.Context(t.Context()), 30*time.Second)
+	defer cancel()
+	cat, err := loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = cat.LoadTable(ctx, table.Identifier{"db", "t"}); err == nil {
+		t.Fatal("the load of a table on an unreachable store succeeded")
+	}
+	if n := others.Load(); n > 0 {
+		t.Fatalf("%d S3 requests went to glue.endpoint (load error: %v)", n, err)
+	}
+	if !strings.Contains(err.Error(), "GetObject") {
+		t.Fatalf("load error %v; want the metadata read (GetObject) to fail, after Glue answered", err)
+	}
+
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	_, err = loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
+	if err == nil || !strings.Contains(err.Error(), "glue.endpoint") || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_GLUE") {
+		t.Fatalf("glue.endpoint with AWS_ENDPOINT_URL: err %v, want both named", err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL_GLUE", spy.URL)
+	if _, err = loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3); err != nil {
+		t.Fatalf("with AWS_ENDPOINT_URL_GLUE set too: %v", err)
+	}
+}
+
+// proxyTo forwards r to the server at url.
+func proxyTo(t *testing.T, url string, w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // A Glue catalog's metadata locations are read from Glue (GetTable), so

@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/apache/iceberg-go/catalog/glue"
@@ -24,8 +25,14 @@ func (s S3) GlueAWSConfig(ctx context.Context, props map[string]string) (aws.Con
 	if v := props[glue.Region]; v != "" {
 		opts = append(opts, awsconfig.WithRegion(v))
 	}
-	if v := props[glue.Endpoint]; v != "" {
-		opts = append(opts, awsconfig.WithBaseEndpoint(v))
+	endpoint := props[glue.Endpoint]
+	if endpoint != "" {
+		// The Glue client's AWS_ENDPOINT_URL rule: the global variable
+		// alone wins over any Glue-only endpoint.
+		_, global := os.LookupEnv("AWS_ENDPOINT_URL")
+		if _, own := os.LookupEnv("AWS_ENDPOINT_URL_GLUE"); global && !own {
+			return aws.Config{}, fmt.Errorf("%s=%q: AWS_ENDPOINT_URL is set too, and the AWS SDK would send the Glue requests there: set AWS_ENDPOINT_URL_GLUE, or leave out one of them", glue.Endpoint, endpoint)
+		}
 	}
 	_, ownRetries := props[glue.MaxRetries]
 	if v, ok := props[glue.MaxRetries]; ok {
@@ -54,10 +61,29 @@ func (s S3) GlueAWSConfig(ctx context.Context, props map[string]string) (aws.Con
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("%w: %w", ErrAWSEnvironment, err)
 	}
+	if endpoint != "" {
+		// Glue's endpoint only: as the config's base endpoint it would be
+		// every client's, and iceberg-go's S3 IO, built from this config,
+		// would send the table's metadata reads to Glue's endpoint when no
+		// s3.endpoint is set.
+		cfg.ConfigSources = append([]any{glueEndpoint(endpoint)}, cfg.ConfigSources...)
+	}
 	cfg.HTTPClient = s.AWS.HTTPClient
 	cfg.APIOptions = append(cfg.APIOptions, s.AWS.APIOptions...)
 	if !ownRetries {
 		cfg.Retryer, cfg.RetryMaxAttempts = s.AWS.Retryer, s.AWS.RetryMaxAttempts
 	}
 	return cfg, nil
+}
+
+// glueEndpoint is a config source that names the Glue service's endpoint
+// and no other service's (the SDK's service-specific endpoint, as
+// AWS_ENDPOINT_URL_GLUE).
+type glueEndpoint string
+
+func (g glueEndpoint) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	if sdkID == "Glue" {
+		return string(g), true, nil
+	}
+	return "", false, nil
 }
