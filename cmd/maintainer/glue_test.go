@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/glue"
 	"github.com/apache/iceberg-go/table"
 
@@ -61,17 +62,8 @@ func TestGlueTableMetadataReadHasObjectStoreTimeouts(t *testing.T) {
 	props[glue.Endpoint] = glueServer(t, "s3://warehouse/wh/db/t/metadata/00001-a.metadata.json")
 	props[glue.Region] = s3test.Region
 	props[glue.AccessKeyID], props[glue.SecretAccessKey] = s3test.AccessKeyID, s3test.SecretAccessKey
-	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 2}, nil), props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(s3.Context(t.Context()), 30*time.Second)
-	defer cancel()
-	cat, err := loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = cat.LoadTable(ctx, table.Identifier{"db", "t"})
+	ctx, _, cat := openGlue(t, props, 2)
+	_, err := cat.LoadTable(ctx, table.Identifier{"db", "t"})
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("load of a table on a stalled store: err %v, context %v; want the store's timeout before the context's", err, ctx.Err())
 	}
@@ -104,17 +96,9 @@ func TestGlueEndpointIsGluesOnly(t *testing.T) {
 		"s3.access-key-id":     s3test.AccessKeyID,
 		"s3.secret-access-key": s3test.SecretAccessKey,
 	}
-	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: 1}, nil), props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(s3.Context(t.Context()), 30*time.Second)
-	defer cancel()
-	cat, err := loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err = cat.LoadTable(ctx, table.Identifier{"db", "t"}); err == nil {
+	ctx, s3, cat := openGlue(t, props, 1)
+	_, err := cat.LoadTable(ctx, table.Identifier{"db", "t"})
+	if err == nil {
 		t.Fatal("the load of a table on an unreachable store succeeded")
 	}
 	if n := others.Load(); n > 0 {
@@ -133,6 +117,24 @@ func TestGlueEndpointIsGluesOnly(t *testing.T) {
 	if _, err = loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3); err != nil {
 		t.Fatalf("with AWS_ENDPOINT_URL_GLUE set too: %v", err)
 	}
+}
+
+// openGlue opens a Glue catalog of props over S3 settings whose requests
+// time out in 300 ms, tried attempts times; its context ends with the test
+// or in 30 s.
+func openGlue(t *testing.T, props map[string]string, attempts int) (context.Context, objstore.S3, catalog.Catalog) {
+	t.Helper()
+	s3, err := objstore.S3Settings(t.Context(), objstore.NewTransport(objstore.Config{RequestTimeout: 300 * time.Millisecond, MaxAttempts: attempts}, nil), props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(s3.Context(t.Context()), 30*time.Second)
+	t.Cleanup(cancel)
+	cat, err := loadCatalog(ctx, config.CatalogConfig{Name: "g", Type: config.CatalogGlue}, iceberg.Properties(props), s3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s3, cat
 }
 
 // proxyTo forwards r to the server at url.
