@@ -387,6 +387,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		return
 	}
 	defer leave()
+	e.refresh(ctx)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// A cancelled run (lost lease, shutdown) commits nothing more.
@@ -460,6 +461,24 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		e.unknown(batch, err)
 		return false
 	}
+}
+
+// refresh re-loads the table before a batch's first attempt. The table as
+// planned, or as the last batch left it, is as old as the rewrite (seconds):
+// beside a writer committing more often than that, a first attempt on it
+// conflicts for certain and uses up a retry, and a batch after a failed one
+// would start from the base its last attempt lost on. A failed load leaves
+// e.current, which the attempt's conflict check handles as any stale base.
+func (e *executor) refresh(ctx context.Context) {
+	if e.current.CurrentSnapshot() == nil {
+		return
+	}
+	fresh, err := e.cat.LoadTable(ctx, e.current.Identifier())
+	if err != nil {
+		e.log.Warn("re-load before committing; trying on the table as last loaded", "err", err)
+		return
+	}
+	e.current = fresh
 }
 
 // attempt makes one commit of the batch on e.current: it re-applies the

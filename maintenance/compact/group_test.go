@@ -197,7 +197,7 @@ func TestMaxFailedCommitsStopsTheRun(t *testing.T) {
 			}
 			stopped := 0
 			for _, g := range res.GroupsFailed {
-				if strings.Contains(g.Err.Error(), "max_failed_commits") {
+				if strings.Contains(g.Err.Error(), "batch commit(s) failed, max_failed_commits=") {
 					stopped++
 				}
 			}

@@ -758,3 +758,29 @@ func TestPartialProgressDropsEachBatchsDeadDeletes(t *testing.T) {
 		})
 	}
 }
+
+// A batch's first attempt is made on the table as it is when the batch is
+// ready, not as it was planned: a writer's commit during the rewrite costs
+// no retry, so with commit_retries 0 the run still lands.
+func TestFirstAttemptIsOnTheTableAsItIsNow(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 10, 20, 0)
+	u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
+	cfg := testConfig()
+	cfg.CommitRetries = 0
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writer commits after the plan, before the rewrite's commit.
+	if err := u.upsert(ctx, []int64{gen.EventID(0, 0)}, gen.EventID(1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	hook := hookCommits(t, f, func(int) error { return nil })
+	res, err := Execute(ctx, hook, hook.table(f.tbl), plan, cfg, Options{})
+	if err != nil || res.GroupsCommitted != len(plan.Groups) || res.CommitRetries != 0 || hook.attempts != 1 {
+		t.Fatalf("err %v, %d of %d groups, %d retries, %d commits tried; want it landed at the first attempt",
+			err, res.GroupsCommitted, len(plan.Groups), res.CommitRetries, hook.attempts)
+	}
+	sameRows(t, "after the rewrite", liveRows(t, f.reload(t)), u.oracle)
+}
