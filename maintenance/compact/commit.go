@@ -167,7 +167,7 @@ func (e *executor) commitSnapshot(ctx context.Context, snap table.Snapshot) (*ta
 		if isDefiniteFailure(err) {
 			e.removeList(snap.ManifestList)
 		}
-		return nil, fmt.Errorf("commit snapshot %d (manifest list %s): %w", snap.SnapshotID, snap.ManifestList, err)
+		return nil, fmt.Errorf("commit snapshot %d: %w", snap.SnapshotID, err)
 	}
 	e.current = table.New(e.current.Identifier(), newMeta, newLoc, e.current.FS, cat)
 	return e.current.SnapshotByID(snap.SnapshotID), nil
