@@ -475,7 +475,9 @@ func (e *executor) refresh(ctx context.Context) {
 	}
 	fresh, err := e.cat.LoadTable(ctx, e.current.Identifier())
 	if err != nil {
-		e.log.Warn("re-load before committing; trying on the table as last loaded", "err", err)
+		if ctx.Err() == nil { // cancelled: the caller's check discards the batch
+			e.log.Warn("re-load before committing; trying on the table as last loaded", "err", err)
+		}
 		return
 	}
 	e.current = fresh
