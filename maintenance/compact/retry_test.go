@@ -16,7 +16,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -127,7 +126,7 @@ func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert 
 	newIDs := append(append([]int64(nil), keys...), fresh)
 	newTimes := append(append([]arrow.Timestamp(nil), times...), times[0])
 
-	dataRec, err := upsertRows(tbl, newIDs, newTimes, version)
+	dataRec, err := gen.UpsertRows(tbl, newIDs, newTimes, version)
 	if err != nil {
 		return err
 	}
@@ -136,7 +135,7 @@ func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert 
 	if spec := tbl.Spec(); spec.NumFields() > 0 {
 		delCols = append(delCols, gen.ColEventTime)
 	}
-	delRec, err := keyRows(tbl, delCols, keys, times)
+	delRec, err := gen.KeyRows(tbl, delCols, keys, times)
 	if err != nil {
 		return err
 	}
@@ -182,59 +181,6 @@ func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert 
 		}
 	}
 	return nil
-}
-
-// upsertRows builds new versions of rows: user_id and session_id say which
-// version, the other columns are empty or null.
-func upsertRows(tbl *table.Table, ids []int64, times []arrow.Timestamp, version int64) (arrow.RecordBatch, error) {
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	if err != nil {
-		return nil, err
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	for i, f := range sc.Fields() {
-		fb := b.Field(i)
-		for r := range ids {
-			switch f.Name {
-			case gen.ColEventID:
-				fb.(*array.Int64Builder).Append(ids[r])
-			case gen.ColEventTime:
-				fb.(*array.TimestampBuilder).Append(times[r])
-			case gen.ColUserID:
-				fb.(*array.Int64Builder).Append(version)
-			case gen.ColSessionID:
-				fb.(*array.StringBuilder).Append(fmt.Sprintf("v%d", version))
-			default:
-				if f.Nullable {
-					fb.AppendNull()
-				} else {
-					fb.AppendEmptyValue()
-				}
-			}
-		}
-	}
-	return b.NewRecordBatch(), nil
-}
-
-// keyRows builds the rows of an equality-delete file: event_id, and
-// event_time when the table is partitioned by it.
-func keyRows(tbl *table.Table, cols []string, ids []int64, times []arrow.Timestamp) (arrow.RecordBatch, error) {
-	sub, err := tbl.Schema().Select(true, cols...)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := table.SchemaToArrowSchema(sub, nil, true, false)
-	if err != nil {
-		return nil, err
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
-	if len(cols) > 1 {
-		b.Field(1).(*array.TimestampBuilder).AppendValues(times, nil)
-	}
-	return b.NewRecordBatch(), nil
 }
 
 // Between the rewrite and its commit, another writer commits one change;
