@@ -162,6 +162,13 @@ func (v *validator) glue(props map[string]string) {
 		if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.problem(propKey(PropGlueEndpoint), "must be an http:// or https:// URL (got %q)", s)
 		}
+		// The AWS SDK's rule for the Glue client: AWS_ENDPOINT_URL without
+		// AWS_ENDPOINT_URL_GLUE wins over any Glue-only endpoint, which is
+		// what glue.endpoint is (objstore.GlueAWSConfig).
+		_, global := v.d.env("AWS_ENDPOINT_URL")
+		if _, own := v.d.env("AWS_ENDPOINT_URL_GLUE"); global && !own {
+			v.problem(propKey(PropGlueEndpoint), "AWS_ENDPOINT_URL is set too, and the AWS SDK would send the Glue requests there: set AWS_ENDPOINT_URL_GLUE, or leave out one of them")
+		}
 	}
 	if props[PropGlueRegion] == "" && v.checkable(propKey(PropGlueRegion)) {
 		if from := v.awsDefaultRegion(); from == "" {

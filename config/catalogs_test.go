@@ -84,6 +84,11 @@ func TestCatalogProblems(t *testing.T) {
 			`maintainer.yaml:11:5: catalog.properties["glue.endpoint"]: must be an http:// or https:// URL (got "glue.internal")`,
 		},
 	}, {
+		name: "glue: glue.endpoint beside AWS_ENDPOINT_URL alone",
+		src:  "catalog:\n  type: glue\n  properties:\n    glue.region: eu-west-1\n    glue.endpoint: https://glue.internal\n",
+		env:  map[string]string{"AWS_ENDPOINT_URL": "http://localstack:4566"},
+		want: []string{`maintainer.yaml:5:5: catalog.properties["glue.endpoint"]: AWS_ENDPOINT_URL is set too, and the AWS SDK would send the Glue requests there: set AWS_ENDPOINT_URL_GLUE, or leave out one of them`},
+	}, {
 		name: "a value that did not expand is reported once",
 		src:  "catalog:\n  type: glue\n  properties:\n    glue.region: eu-west-1\n    glue.max-retries: ${RETRIES}\n    glue.access-key-id: ${KEY}\n    glue.secret-access-key: s\n",
 		want: []string{
@@ -164,6 +169,8 @@ func TestCatalogAccepted(t *testing.T) {
     glue.max-retries: "5"
     glue.retry-mode: adaptive
 `, map[string]string{"SECRET": "s"}},
+		{"glue: glue.endpoint beside AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_GLUE", "catalog:\n  type: glue\n  properties: {glue.region: eu-west-1, glue.endpoint: \"https://glue.internal\"}\n",
+			map[string]string{"AWS_ENDPOINT_URL": "http://localstack:4566", "AWS_ENDPOINT_URL_GLUE": "https://glue.internal"}},
 		{"hive: thrift with a port", "catalog:\n  type: hive\n  uri: thrift://metastore:9083\n  warehouse: s3a://lake/wh\n", nil},
 		{"hive: thrift, default port", "catalog:\n  type: hive\n  uri: thrift://metastore\n", nil},
 	} {

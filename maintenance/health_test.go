@@ -17,25 +17,15 @@ func TestHealthCountsThePartitionsAPlanRewrites(t *testing.T) {
 	// Two day partitions: one of 3 files, one of 2, each of about 0.65 MiB.
 	_, tbl, _ := testenv.GeneratedTable(t, gen.Options{Appends: 5, RowsPerAppend: 6000, Partitions: 2, Seed: 5})
 	const mib = 1 << 20
-	cur := tbl.CurrentSnapshot()
-	fs, err := tbl.FS(t.Context())
+	tasks, err := tbl.Scan().PlanFiles(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifests, err := cur.Manifests(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range manifests {
-		for e, err := range m.Entries(fs, true) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The cases below need every file under 3/4 MiB and any two
-			// over 1 MiB together.
-			if sz := e.DataFile().FileSizeBytes(); sz >= 3*mib/4 || sz <= mib/2 {
-				t.Fatalf("generated file of %d bytes; the cases need 0.5-0.75 MiB", sz)
-			}
+	for _, task := range tasks {
+		// The cases below need every file under 3/4 MiB and any two over
+		// 1 MiB together.
+		if sz := task.File.FileSizeBytes(); sz >= 3*mib/4 || sz <= mib/2 {
+			t.Fatalf("generated file of %d bytes; the cases need 0.5-0.75 MiB", sz)
 		}
 	}
 	cases := []struct {

@@ -63,9 +63,3 @@ func (l *lastLoads[V]) get(name string) (V, bool) {
 	}
 	return c.v, true
 }
-
-func (l *lastLoads[V]) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}

@@ -72,7 +72,7 @@ func TestLastLoadsForgetsTablesNoLongerLoaded(t *testing.T) {
 		t.Fatal("a table last loaded over an hour ago is still remembered")
 	}
 	l.put("db.d", false)
-	if n := l.len(); n != 2 {
+	if n := len(l.m); n != 2 {
 		t.Fatalf("%d tables remembered, want the 2 loaded within the hour (c, d)", n)
 	}
 	if v, ok := l.get("db.d"); !ok || v {
@@ -80,7 +80,7 @@ func TestLastLoadsForgetsTablesNoLongerLoaded(t *testing.T) {
 	}
 	none := newLastLoads[bool](0, func() time.Time { return now })
 	none.put("db.a", true)
-	if _, ok := none.get("db.a"); ok || none.len() != 0 {
+	if _, ok := none.get("db.a"); ok || len(none.m) != 0 {
 		t.Fatal("maxAge 0 keeps a value")
 	}
 }

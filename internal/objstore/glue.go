@@ -3,7 +3,6 @@ package objstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/apache/iceberg-go/catalog/glue"
@@ -25,15 +24,7 @@ func (s S3) GlueAWSConfig(ctx context.Context, props map[string]string) (aws.Con
 	if v := props[glue.Region]; v != "" {
 		opts = append(opts, awsconfig.WithRegion(v))
 	}
-	endpoint := props[glue.Endpoint]
-	if endpoint != "" {
-		// The Glue client's AWS_ENDPOINT_URL rule: the global variable
-		// alone wins over any Glue-only endpoint.
-		_, global := os.LookupEnv("AWS_ENDPOINT_URL")
-		if _, own := os.LookupEnv("AWS_ENDPOINT_URL_GLUE"); global && !own {
-			return aws.Config{}, fmt.Errorf("%s=%q: AWS_ENDPOINT_URL is set too, and the AWS SDK would send the Glue requests there: set AWS_ENDPOINT_URL_GLUE, or leave out one of them", glue.Endpoint, endpoint)
-		}
-	}
+	endpoint := props[glue.Endpoint] // set as Glue's own below; the config refuses it beside AWS_ENDPOINT_URL alone
 	_, ownRetries := props[glue.MaxRetries]
 	if v, ok := props[glue.MaxRetries]; ok {
 		n, err := strconv.Atoi(v)

@@ -248,7 +248,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		var cands []table.FileScanTask
 		var bytes int64
 		for _, t := range b.tasks {
-			if sz := t.File.FileSizeBytes(); cfg.RewriteAll || sz < p.MinFileSize || sz > p.MaxFileSize || deleteLaden(cfg, t) {
+			if sz := t.File.FileSizeBytes(); sizeCandidate(cfg, sizes, sz) || deleteLaden(cfg, t) {
 				cands = append(cands, t)
 				bytes += sz
 			}
@@ -323,7 +323,7 @@ type Candidates struct {
 // every file with rewrite_all, else one under minSize or over maxSize (the
 // sizes of [Sizes]).
 func (c *Candidates) Add(cfg Config, minSize, maxSize, size int64) {
-	if !cfg.RewriteAll && size >= minSize && size <= maxSize {
+	if !sizeCandidate(cfg, fileSizes{min: minSize, max: maxSize}, size) {
 		return
 	}
 	c.Files++
@@ -331,6 +331,12 @@ func (c *Candidates) Add(cfg Config, minSize, maxSize, size int64) {
 	if size > maxSize {
 		c.Oversized++
 	}
+}
+
+// sizeCandidate reports whether a data file of size bytes is a candidate by
+// its size: every file with rewrite_all, else one outside [min, max].
+func sizeCandidate(cfg Config, s fileSizes, size int64) bool {
+	return cfg.RewriteAll || size < s.min || size > s.max
 }
 
 // Rewritten reports whether the planner rewrites a partition holding these

@@ -212,6 +212,7 @@ func write(ctx context.Context, cat *sqlcat.Catalog, ident table.Identifier, pau
 	base := time.Now().Unix() * 1000
 	var commits, conflicts int
 	var total time.Duration
+	var failed error // the commit the writer stopped at
 	begin := time.Now()
 loop:
 	for i := 0; ; i++ {
@@ -238,6 +239,7 @@ loop:
 		attempts, loadDur, err := upsert(ctx, cat, ident, id, oracle[id].t, version, partitioned)
 		d := time.Since(t0)
 		if err != nil {
+			failed = fmt.Errorf("commit %d failed after %s, %d attempts: %w", i, d, attempts, err)
 			log.Printf("commit %d FAILED after %s, %d attempts: %v", i, d, attempts, err)
 			break
 		}
@@ -279,6 +281,11 @@ loop:
 	}
 	if len(diff) == 0 && dups == 0 {
 		log.Printf("ORACLE OK: %d live rows, each exactly once, each at the writer's version", len(live))
+		if failed != nil {
+			// A commit that did not say whether it landed leaves the
+			// oracle unsure of that row; either way the run failed.
+			log.Fatalf("FAILED: the writer stopped early: %v", failed)
+		}
 		return
 	}
 	n := len(diff)
