@@ -85,6 +85,9 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNothingToWrite, Compact: rep}
 	}
 	opts := compact.Options{Logger: r.log, Allocator: r.writeAlloc}
+	if r.metaLoc != nil {
+		opts.Head = r.metaLoc // a retry waits for the other writer's next commit
+	}
 	if req.shared {
 		name := strings.Join(tbl.Identifier(), ".")
 		opts.RunID = uuid.NewString()

@@ -140,8 +140,10 @@ type Deps struct {
 	WriteAlloc compact.WriterAllocator
 	// MetadataLocator says where a table's metadata file is from the
 	// catalog's own records (the SQL catalog's iceberg_tables), without
-	// reading it: load errors name the file, and orphan removal can rule
-	// out a table that does not load. nil: the catalog does not say.
+	// reading it: load errors name the file, orphan removal can rule out a
+	// table that does not load, and a compaction retry after a conflict
+	// waits for the other writer's next commit. nil: the catalog does not
+	// say.
 	MetadataLocator orphans.MetadataLocator
 	// PassLength bounds how long the listing of the catalog's tables (the
 	// orphan task's shared-location check) is shared by the tables of a

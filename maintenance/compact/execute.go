@@ -57,6 +57,10 @@ type Options struct {
 	// nil: this run is the table's only compaction.
 	Claims Claimer
 	Gate   CommitGate
+	// Head reads the table's head cheaply, so that a retry after a
+	// conflict starts right after the other writer's next commit
+	// (turn.go); nil: retries back off.
+	Head HeadReader
 }
 
 // Result is what a compaction run did.
@@ -435,8 +439,12 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		if isDefiniteFailure(err) && attempt < e.cfg.CommitRetries {
 			e.res.CommitRetries++
 			e.log.Warn("compaction commit conflicted; re-loading and retrying", "attempt", attempt+1, "err", err)
-			if !sleepCtx(ctx, backoff(attempt)) {
+			tu, ok := e.awaitTurn(ctx, attempt)
+			if !ok {
 				continue // the ctx check above discards the batch
+			}
+			if tu.moved {
+				e.log.Debug("retrying right after the table's next commit", "waited", tu.waited, "head_reads", tu.reads)
 			}
 			fresh, lerr := e.cat.LoadTable(ctx, e.current.Identifier())
 			if lerr != nil {
@@ -711,12 +719,11 @@ func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
 	return out
 }
 
-// backoff is the wait before re-loading after the attempt-th conflict. The
-// first two retries do not wait: a conflict says another writer has just
-// committed, so right now is when the longest time until its next commit
-// is left (a waiting retry starts at a random point between a periodic
-// writer's commits), and a retry costs little. Later ones back off, to
-// spare the catalog when a writer commits continuously.
+// backoff is the wait before re-loading after the attempt-th conflict when
+// the catalog's head cannot be watched (turn.go). The first two retries do
+// not wait: a retry costs little, and waiting blindly does not bring the
+// writer's next commit closer. Later ones back off, to spare the catalog
+// when a writer commits continuously.
 func backoff(attempt int) time.Duration {
 	if attempt < 2 {
 		return 0

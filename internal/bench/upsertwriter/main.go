@@ -11,6 +11,7 @@
 //	upsertwriter probe  -dir DIR                                        # LoadTable and a metadata-only commit, timed
 //
 // Each commit's duration is logged; the SUMMARY line gives commits/s.
+// rounds.sh runs two maintainer binaries beside it in paired rounds.
 package main
 
 import (
