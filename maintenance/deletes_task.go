@@ -46,7 +46,7 @@ func (r *Runner) deletes(ctx context.Context, tbl *table.Table, cfg deletes.Conf
 	if req.DryRun {
 		return Outcome{Status: StatusPlanned, Reason: "would " + summary, Deletes: rep}
 	}
-	res, err := deletes.Execute(ctx, r.cat, tbl, plan, cfg, deletes.Options{Logger: r.log})
+	res, err := deletes.Execute(ctx, r.cat, tbl, plan, cfg, deletes.Options{Logger: r.log, Head: r.metaLoc})
 	rep.Result = res
 	if err != nil {
 		return Outcome{Status: StatusFailed, failure: fmt.Errorf("rewrite delete files: %w", err), Deletes: rep}

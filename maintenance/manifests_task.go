@@ -50,7 +50,7 @@ func (r *Runner) manifests(ctx context.Context, tbl *table.Table, cfg manifests.
 	case req.DryRun:
 		return Outcome{Status: StatusPlanned, Reason: "would rewrite " + plan.Reason, Manifests: rep}
 	}
-	res, err := manifests.Execute(ctx, r.cat, tbl, plan, cfg, manifests.Options{Logger: r.log})
+	res, err := manifests.Execute(ctx, r.cat, tbl, plan, cfg, manifests.Options{Logger: r.log, Head: r.metaLoc})
 	rep.CommitRetries = res.CommitRetries
 	if res.SnapshotID != 0 {
 		rep.Commits = []int64{res.SnapshotID}

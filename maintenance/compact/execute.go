@@ -443,8 +443,8 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 			if !ok {
 				continue // the ctx check above discards the batch
 			}
-			if tu.moved {
-				e.log.Debug("retrying right after the table's next commit", "waited", tu.waited, "head_reads", tu.reads)
+			if tu.Moved {
+				e.log.Debug("retrying right after the table's next commit", "waited", tu.Waited, "head_reads", tu.Reads)
 			}
 			fresh, lerr := e.cat.LoadTable(ctx, e.current.Identifier())
 			if lerr != nil {
@@ -729,15 +729,4 @@ func backoff(attempt int) time.Duration {
 		return 0
 	}
 	return min(100*time.Millisecond<<(attempt-2), 5*time.Second)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -2,8 +2,6 @@ package compact
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -78,73 +76,4 @@ func TestRetryStartsRightAfterTheWritersNextCommit(t *testing.T) {
 		t.Fatalf("the retry committed on snapshot %v, want the writer's next commit %d", ours.ParentSnapshotID, second.SnapshotID)
 	}
 	sameRows(t, "after the rewrite", liveRows(t, f.reload(t)), u.oracle)
-}
-
-// fakeHead answers the i-th read with locs[min(i, len-1)], or err.
-type fakeHead struct {
-	mu    sync.Mutex
-	locs  []string
-	err   error
-	reads int
-}
-
-func (h *fakeHead) MetadataLocation(ctx context.Context, _ table.Identifier) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	i := min(h.reads, len(h.locs)-1)
-	h.reads++
-	if h.err != nil {
-		return "", h.err
-	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	return h.locs[i], nil
-}
-
-func TestAwaitTurn(t *testing.T) {
-	f := newTable(t, 2, 5, 0)
-	e := func(h HeadReader) *executor {
-		return &executor{current: f.tbl, opts: Options{Head: h}, log: slog.New(slog.DiscardHandler)}
-	}
-	t.Run("goes once the head moves", func(t *testing.T) {
-		h := &fakeHead{locs: []string{"v1", "v1", "v1", "v2"}}
-		tu, ok := e(h).awaitTurn(t.Context(), 0)
-		if !ok || !tu.moved || tu.reads != 4 || tu.waited >= turnWait {
-			t.Fatalf("turn %+v ok %v; want it moved at the 4th read, before %v", tu, ok, turnWait)
-		}
-	})
-	t.Run("a paused writer costs at most turnWait", func(t *testing.T) {
-		h := &fakeHead{locs: []string{"v1"}}
-		tu, ok := e(h).awaitTurn(t.Context(), 0)
-		if !ok || tu.moved || tu.waited < turnWait-2*minHeadPoll || tu.waited > turnWait+500*time.Millisecond {
-			t.Fatalf("turn %+v ok %v; want it given up after about %v", tu, ok, turnWait)
-		}
-		if tu.reads > int(turnWait/minHeadPoll)+1 {
-			t.Fatalf("%d reads of the head in %v: more than one per %v", tu.reads, turnWait, minHeadPoll)
-		}
-	})
-	t.Run("an unreadable head backs off", func(t *testing.T) {
-		h := &fakeHead{locs: []string{"v1"}, err: errors.New("database is locked")}
-		for attempt, want := range []time.Duration{0, 0, backoff(2)} {
-			tu, ok := e(h).awaitTurn(t.Context(), attempt)
-			if !ok || tu.moved || tu.waited < want || tu.waited > want+300*time.Millisecond {
-				t.Fatalf("attempt %d: turn %+v ok %v; want the backoff %v", attempt, tu, ok, want)
-			}
-		}
-	})
-	t.Run("no head reader backs off", func(t *testing.T) {
-		start := time.Now()
-		if _, ok := e(nil).awaitTurn(t.Context(), 0); !ok || time.Since(start) > 300*time.Millisecond {
-			t.Fatalf("ok %v after %v; want no wait on the first retry", ok, time.Since(start))
-		}
-	})
-	t.Run("cancellation ends the wait", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(50*time.Millisecond, cancel)
-		start := time.Now()
-		if _, ok := e(&fakeHead{locs: []string{"v1"}}).awaitTurn(ctx, 0); ok || time.Since(start) > 500*time.Millisecond {
-			t.Fatalf("ok %v after %v; want false soon after the cancel", ok, time.Since(start))
-		}
-	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
 
 // Options carry what Execute needs besides the plan.
@@ -23,6 +24,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RunID tags the snapshot of this run; a new UUID when empty.
 	RunID string
+	// Head reads the table's head cheaply, so that a retry after a
+	// conflict starts right after the other writer's next commit
+	// (internal/turn); nil: retries start at once.
+	Head turn.HeadReader
 	// beforeCommit, for tests, runs before each commit attempt;
 	// afterStage between staging the rewrite and sending it.
 	beforeCommit func(attempt int)
@@ -139,6 +144,9 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		}
 		res.CommitRetries++
 		log.Warn("delete-file rewrite conflicted; re-loading and planning again", "attempt", attempt+1, "err", err)
+		if _, ok := turn.Await(ctx, opts.Head, tbl.Identifier(), 0); !ok {
+			return res, fmt.Errorf("stopped after a commit conflict: %w", context.Cause(ctx))
+		}
 	}
 }
 

@@ -207,12 +207,16 @@ func TestConcurrentCommitReplans(t *testing.T) {
 		}
 		want = testenv.Verify(t, strings.TrimPrefix(tbl.MetadataLocation(), "file://"))
 	}
-	res, err := Execute(ctx, d.cat, d.tbl, plan, cfg, Options{beforeCommit: hook})
+	head := &movingHead{}
+	res, err := Execute(ctx, d.cat, d.tbl, plan, cfg, Options{beforeCommit: hook, Head: head})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.CommitRetries != 1 || !res.Replanned || res.SnapshotID == 0 {
 		t.Fatalf("result %+v; want one retry after planning again", res)
+	}
+	if head.reads != 2 {
+		t.Fatalf("%d reads of the table's head; want the retry to go once it moved (2)", head.reads)
 	}
 	if d.tbl, err = d.cat.LoadTable(ctx, d.tbl.Identifier()); err != nil {
 		t.Fatal(err)
@@ -297,4 +301,12 @@ func TestStoppedAfterStagingSendsNothing(t *testing.T) {
 			t.Fatalf("merged file %s left behind", f)
 		}
 	}
+}
+
+// movingHead is a table head (internal/turn) that moves at its second read.
+type movingHead struct{ reads int }
+
+func (h *movingHead) MetadataLocation(context.Context, table.Identifier) (string, error) {
+	h.reads++
+	return fmt.Sprint(min(h.reads, 2)), nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
 
 // Sentinel errors of Execute; callers classify with errors.Is.
@@ -54,6 +55,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Deleter deletes the files; required when the plan has any.
 	Deleter Deleter
+	// Head reads the table's head cheaply, so that a retry after a
+	// conflict starts right after the other writer's next commit
+	// (internal/turn); nil: retries back off.
+	Head turn.HeadReader
 	// Test hooks: beforeCommit runs before each commit attempt, afterCommit
 	// once the commit landed.
 	beforeCommit func(attempt int) error
@@ -181,11 +186,24 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 			return res, fmt.Errorf("%w: commit expiry of %s, %d attempts: %v", ErrConflict, name, attempt+1, err)
 		}
 		res.CommitRetries++
-		log.Info("expiry commit conflicted; re-planning", "attempt", attempt+1, "err", err)
-		select { // back off so that a busy writer can finish
-		case <-time.After(min(50*time.Millisecond<<attempt, 5*time.Second)):
-		case <-ctx.Done():
+		// Our requirement held on the base the catalog committed on, so
+		// the commit lost the catalog's compare-and-swap to a writer's
+		// commit after it: the plan still holds (a writer moving a branch
+		// on is accepted, anything else fails the requirement next time),
+		// and the retry commits it again on whatever is current then.
+		again := req.validated.Load() && !errors.Is(err, errRefsChanged)
+		if again {
+			log.Info("expiry commit conflicted; committing the same plan again", "attempt", attempt+1, "err", err)
+		} else {
+			log.Info("expiry commit conflicted; re-planning", "attempt", attempt+1, "err", err)
+		}
+		// Wait for the writer's next commit, or back off so that a busy
+		// writer can finish.
+		if _, ok := turn.Await(ctx, opts.Head, ident, min(50*time.Millisecond<<attempt, 5*time.Second)); !ok {
 			return res, fmt.Errorf("expire %s: stopped before commit, nothing changed: %w", name, context.Cause(ctx))
+		}
+		if again {
+			continue
 		}
 		fresh, err := cat.LoadTable(ctx, ident)
 		if err != nil {
@@ -308,8 +326,7 @@ func updates(p *Plan) []table.Update {
 func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 	reqs := []table.Requirement{table.AssertTableUUID(own.uuid)}
 	for _, name := range slices.Sorted(maps.Keys(p.Refs)) {
-		id := p.Refs[name]
-		reqs = append(reqs, table.AssertRefSnapshotID(name, &id))
+		reqs = append(reqs, refAt{name: name, id: p.Refs[name]})
 	}
 	// A schema or spec made current meanwhile may be one planned unused.
 	if len(p.RemovedSchemas) > 0 {
@@ -321,8 +338,29 @@ func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 	return append(reqs, own)
 }
 
+// refAt is the requirement that a ref is at its planned snapshot. A REST
+// catalog receives it as Iceberg's assert-ref-snapshot-id, the most that
+// can be asked of a server; catalogs that validate in-process leave it to
+// refsRequirement, which also accepts a kept branch that a writer moved on.
+type refAt struct {
+	name string
+	id   int64
+}
+
+func (r refAt) GetType() string { return "assert-ref-snapshot-id" }
+
+func (r refAt) MarshalJSON() ([]byte, error) {
+	id := r.id
+	return json.Marshal(table.AssertRefSnapshotID(r.name, &id))
+}
+
+func (r refAt) Validate(table.Metadata) error { return nil } // refsRequirement checks it
+
 // refsRequirement asserts that the table has exactly the planned refs, at
-// the planned snapshots, and still has gc enabled. Iceberg has no standard
+// the planned snapshots or, for a branch the plan keeps, at a descendant of
+// its planned snapshot through snapshots the plan does not expire (a
+// writer's appends: the plan removes nothing they reach, and retention
+// from the new head would expire more, not less), and still has gc enabled. Iceberg has no standard
 // requirement for "no new ref": without it a tag created on an expiring
 // snapshot after planning would silently go with the snapshot. Catalogs
 // that validate requirements in-process against the metadata they commit on
@@ -332,11 +370,42 @@ func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 type refsRequirement struct {
 	uuid      uuid.UUID
 	refs      map[string]int64
-	validated atomic.Bool // Validate passed: the commit's base had exactly refs
+	removed   map[string]bool // refs the plan removes: held where planned
+	expired   map[int64]bool
+	validated atomic.Bool // Validate passed: the commit's base had the refs
 }
 
 func newRefsRequirement(p *Plan) *refsRequirement {
-	return &refsRequirement{uuid: uuid.MustParse(p.TableUUID), refs: p.Refs}
+	r := &refsRequirement{uuid: uuid.MustParse(p.TableUUID), refs: p.Refs, removed: map[string]bool{}, expired: map[int64]bool{}}
+	for _, rr := range p.RemovedRefs {
+		r.removed[rr.Name] = true
+	}
+	for _, id := range p.ExpiredIDs() {
+		r.expired[id] = true
+	}
+	return r
+}
+
+// movedOn reports whether branch ref, planned at id, is now at a
+// descendant of id whose ancestors down to id are all kept by the plan.
+func (r *refsRequirement) movedOn(meta table.Metadata, name string, ref table.SnapshotRef, id int64) bool {
+	if ref.SnapshotRefType != table.BranchRef || r.removed[name] {
+		return false
+	}
+	cur := ref.SnapshotID
+	for range len(meta.Snapshots()) {
+		if r.expired[cur] {
+			return false
+		}
+		s := meta.SnapshotByID(cur)
+		if s == nil || s.ParentSnapshotID == nil {
+			return false
+		}
+		if cur = *s.ParentSnapshotID; cur == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *refsRequirement) GetType() string { return "assert-table-uuid" }
@@ -359,7 +428,7 @@ func (r *refsRequirement) Validate(meta table.Metadata) error {
 		if !ok {
 			return fmt.Errorf("requirement failed: %w: %s %q was created", errRefsChanged, ref.SnapshotRefType, name)
 		}
-		if id != ref.SnapshotID {
+		if id != ref.SnapshotID && !r.movedOn(meta, name, ref, id) {
 			return fmt.Errorf("requirement failed: %w: %s %q moved to snapshot %d", errRefsChanged, ref.SnapshotRefType, name, ref.SnapshotID)
 		}
 	}

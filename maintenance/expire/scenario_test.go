@@ -3,6 +3,8 @@ package expire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,8 +13,13 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
 
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 // history builds a table whose old snapshots hold files the current one no
@@ -70,6 +77,11 @@ type restLike struct {
 
 func (c *restLike) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
 	reqs = slices.DeleteFunc(slices.Clone(reqs), func(r table.Requirement) bool { _, own := r.(*refsRequirement); return own })
+	for i, r := range reqs {
+		if at, ok := r.(refAt); ok { // what the server decodes from its JSON
+			reqs[i] = table.AssertRefSnapshotID(at.name, &at.id)
+		}
+	}
 	if c.inject != nil {
 		c.inject()
 		c.inject = nil
@@ -164,47 +176,202 @@ func TestFileReferencedAgainAfterCommitIsKept(t *testing.T) {
 	checkAfter(t, before, after, true)
 }
 
-// A writer appends between planning and committing: the commit conflicts,
-// is re-planned (never beyond the first plan) and retried; with no retries
+// A writer appends between planning and committing. A catalog that runs
+// our requirement in-process takes the plan as it is: main only moved on
+// through the writer's snapshot, which the plan does not touch. A REST
+// server holds main where it was planned: the commit conflicts, is
+// re-planned (never beyond the first plan) and retried; with no retries
 // left it fails with ErrConflict and changes nothing.
-func TestConcurrentAppendIsRetried(t *testing.T) {
+func TestConcurrentAppend(t *testing.T) {
 	ctx := context.Background()
-	for _, retries := range []int{0, 2} {
-		f, _, before, plan := history(t)
-		other := f.handle(t)
-		cfg := strictConfig()
-		cfg.CommitRetries = retries
-		opts := Options{Deleter: &localDeleter{}, beforeCommit: func(attempt int) error {
-			if attempt == 0 {
-				tbl, err := other.LoadTable(ctx, f.opt.Identifier())
-				if err != nil {
+	for _, rest := range []bool{false, true} {
+		for _, retries := range []int{0, 2} {
+			f, _, before, plan := history(t)
+			other := f.handle(t)
+			cfg := strictConfig()
+			cfg.CommitRetries = retries
+			var writers int64
+			opts := Options{Deleter: &localDeleter{}, beforeCommit: func(attempt int) error {
+				if attempt == 0 {
+					tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+					if err != nil {
+						return err
+					}
+					tbl, err = gen.Append(ctx, tbl, f.opt, 1, 100)
+					if err == nil {
+						writers = tbl.CurrentSnapshot().SnapshotID
+					}
 					return err
 				}
-				_, err = gen.Append(ctx, tbl, f.opt, 1, 100)
-				return err
+				return nil
+			}}
+			var cat TableLoader = f.cat
+			if rest {
+				cat = &restLike{TableLoader: f.cat}
 			}
-			return nil
-		}}
-		loc := f.tbl.MetadataLocation()
-		res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
-		if retries == 0 {
-			if !errors.Is(err, ErrConflict) || res.Committed || res.FilesDeleted() != 0 {
-				t.Fatalf("want ErrConflict, got %v (%+v)", err, res)
+			loc := f.tbl.MetadataLocation()
+			res, err := Execute(ctx, cat, f.tbl, plan, cfg, opts)
+			name := fmt.Sprintf("rest %v, %d retries", rest, retries)
+			if rest && retries == 0 {
+				if !errors.Is(err, ErrConflict) || res.Committed || res.FilesDeleted() != 0 {
+					t.Fatalf("%s: want ErrConflict, got %v (%+v)", name, err, res)
+				}
+				if tbl := f.reload(t); len(tbl.Metadata().Snapshots()) != 7 || tbl.MetadataLocation() == loc {
+					t.Fatalf("%s: want the writer's snapshot and nothing expired", name)
+				}
+				continue
 			}
-			if tbl := f.reload(t); len(tbl.Metadata().Snapshots()) != 7 || tbl.MetadataLocation() == loc {
-				t.Fatal("want the writer's snapshot and nothing expired")
+			wantRetries := 0
+			if rest {
+				wantRetries = 1
 			}
-			continue
+			if err != nil || res.CommitRetries != wantRetries || !slices.Equal(res.ExpiredSnapshotIDs, plan.ExpiredIDs()) {
+				t.Fatalf("%s: %v %+v", name, err, res)
+			}
+			after := f.reload(t)
+			if len(after.Metadata().Snapshots()) != 2 || after.CurrentSnapshot().SnapshotID != writers {
+				t.Fatalf("%s: %d snapshots left, current %d; want the planned current and the writer's %d on main",
+					name, len(after.Metadata().Snapshots()), after.CurrentSnapshot().SnapshotID, writers)
+			}
+			checkAfter(t, before, after, true)
 		}
-		if err != nil || res.CommitRetries != 1 || !slices.Equal(res.ExpiredSnapshotIDs, plan.ExpiredIDs()) {
-			t.Fatalf("%v %+v", err, res)
-		}
-		after := f.reload(t)
-		if len(after.Metadata().Snapshots()) != 2 {
-			t.Fatalf("%d snapshots left, want the current and the writer's", len(after.Metadata().Snapshots()))
-		}
-		checkAfter(t, before, after, true)
 	}
+}
+
+// A branch that moved between planning and committing other than by a
+// writer's new snapshots fails the requirement and is re-planned: main
+// rolled back to a snapshot the plan expires, and main fast-forwarded to a
+// staged snapshot (no ref reached it, so the plan expires it). With no
+// retry left nothing changes; with one, the snapshot main is at is kept.
+func TestBranchMovedOntoAnExpiringSnapshotIsReplanned(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"rolled back", "fast-forwarded to a staged snapshot"} {
+		for _, retries := range []int{0, 1} {
+			f := newTable(t, 5, 30, 2, nil)
+			f.deleteAppends(t, 3)
+			target := snapshotIDs(f.tbl)[1]
+			if how != "rolled back" {
+				head := f.tbl.CurrentSnapshot()
+				staged := *head
+				staged.SnapshotID, staged.ParentSnapshotID = head.SnapshotID+1, &head.SnapshotID
+				staged.SequenceNumber, staged.TimestampMs = head.SequenceNumber+1, head.TimestampMs+1
+				if _, _, err := f.cat.CommitTable(ctx, f.opt.Identifier(), nil, []table.Update{table.NewAddSnapshotUpdate(&staged)}); err != nil {
+					t.Fatal(err)
+				}
+				f.tbl, target = f.reload(t), staged.SnapshotID
+			}
+			before := capture(t, f.tbl, true)
+			plan, err := PlanTable(ctx, f.tbl, strictConfig(), lastTS(f.tbl).Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(plan.ExpiredIDs(), target) {
+				t.Fatalf("%s: the plan keeps snapshot %d; the case needs it expired", how, target)
+			}
+			cfg := strictConfig()
+			cfg.CommitRetries = retries
+			other := f.handle(t)
+			opts := Options{Deleter: &localDeleter{}, beforeCommit: func(attempt int) error {
+				if attempt == 0 {
+					setRef(t, other, f.opt.Identifier(), table.MainBranch, target, table.BranchRef, 0, 0)
+				}
+				return nil
+			}}
+			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts)
+			after := f.reload(t)
+			if s := after.CurrentSnapshot(); s == nil || s.SnapshotID != target {
+				t.Fatalf("%s, %d retries: main is at %v, want snapshot %d kept (%v, %+v)", how, retries, s, target, err, res)
+			}
+			if retries == 0 {
+				if !errors.Is(err, ErrConflict) || res.Committed || res.FilesDeleted() != 0 {
+					t.Fatalf("%s: want ErrConflict, got %v (%+v)", how, err, res)
+				}
+				continue
+			}
+			if err != nil || res.CommitRetries != 1 || slices.Contains(res.ExpiredSnapshotIDs, target) {
+				t.Fatalf("%s: %v %+v", how, err, res)
+			}
+			checkAfter(t, before, after, true)
+		}
+	}
+}
+
+// casLost loses the catalog's compare-and-swap once: the requirements pass
+// on the current metadata, a writer commits, and the commit fails as a
+// conflict. loads counts the re-loads made after that.
+type casLost struct {
+	TableLoader
+	writer func() error
+	lost   bool
+	loads  int
+}
+
+func (c *casLost) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	if c.lost {
+		c.loads++
+	}
+	return c.TableLoader.LoadTable(ctx, ident)
+}
+
+func (c *casLost) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {
+	if c.lost {
+		return c.TableLoader.CommitTable(ctx, ident, reqs, ups)
+	}
+	c.lost = true
+	cur, err := c.TableLoader.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range reqs {
+		if err := r.Validate(cur.Metadata()); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := c.writer(); err != nil {
+		return nil, "", err
+	}
+	return nil, "", fmt.Errorf("%w: metadata-location moved underneath us", table.ErrCommitFailed)
+}
+
+// A commit that lost the compare-and-swap after our requirement held is
+// committed again as planned, without a re-load or a re-plan, once the
+// table's head moved; the writer's snapshot stays.
+func TestLostCompareAndSwapCommitsThePlanAgain(t *testing.T) {
+	ctx := context.Background()
+	f, _, before, plan := history(t)
+	other := f.handle(t)
+	cat := &casLost{TableLoader: f.cat, writer: func() error {
+		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+		if err == nil {
+			_, err = gen.Append(ctx, tbl, f.opt, 1, 100)
+		}
+		return err
+	}}
+	head := &movingHead{}
+	res, err := Execute(ctx, cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}, Head: head})
+	if err != nil || res.CommitRetries != 1 || !slices.Equal(res.ExpiredSnapshotIDs, plan.ExpiredIDs()) {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if head.reads < 2 {
+		t.Fatalf("%d reads of the head; want the retry to wait for it to move", head.reads)
+	}
+	// checkRefs re-loads once after the commit: nothing before it.
+	if cat.loads != 1 {
+		t.Fatalf("%d loads after the lost compare-and-swap; want only the post-commit check's", cat.loads)
+	}
+	after := f.reload(t)
+	if len(after.Metadata().Snapshots()) != 2 {
+		t.Fatalf("%d snapshots left, want the planned current and the writer's", len(after.Metadata().Snapshots()))
+	}
+	checkAfter(t, before, after, true)
+}
+
+// movingHead is a head that moves at its second read.
+type movingHead struct{ reads int }
+
+func (h *movingHead) MetadataLocation(context.Context, table.Identifier) (string, error) {
+	h.reads++
+	return fmt.Sprint(min(h.reads, 2)), nil
 }
 
 // A cancelled run (lost lease): before the commit nothing changes; after
@@ -341,6 +508,83 @@ func TestUnverifiableAfterCommitKeepsThePlannedFiles(t *testing.T) {
 	for _, p := range files {
 		if !exists(t, p) {
 			t.Fatalf("%s deleted", p)
+		}
+	}
+}
+
+// Beside a writer appending back to back, each commit a new snapshot on
+// main, expiry lands within 3 retries (the writer's appends do not make
+// its plan stale), and every snapshot left reads, with the writer's rows.
+func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a writer for a few seconds")
+	}
+	ctx := context.Background()
+	f := newTable(t, 40, 10, 0, nil)
+	other := f.handle(t)
+	stop := make(chan struct{})
+	var appended atomic.Int64
+	writerErr := make(chan error, 1)
+	go func() {
+		defer close(writerErr)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+			if err == nil {
+				_, err = gen.Append(ctx, tbl, f.opt, 1, 1000+i)
+			}
+			if err != nil && !commitconflict.Is(err) {
+				writerErr <- err
+				return
+			}
+			if err == nil {
+				appended.Add(1)
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cfg := strictConfig()
+	cfg.CommitRetries = 3
+	head, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer head.Close()
+	for run := range 3 {
+		tbl := f.reload(t)
+		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Empty() {
+			t.Fatalf("run %d: nothing to expire beside the writer", run)
+		}
+		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}, Head: head})
+		if err != nil || !res.Committed || res.CommitRetries > 3 {
+			t.Fatalf("run %d: %v (%+v)", run, err, res)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	if err := <-writerErr; err != nil {
+		t.Fatal(err)
+	}
+	after := f.reload(t)
+	rows, _, err := gen.Checksum(ctx, after)
+	if want := int64(f.opt.RowsPerAppend) * (int64(f.opt.Appends) + appended.Load()); err != nil || rows != want {
+		t.Fatalf("%d rows after expiry beside the writer (%v); want %d", rows, err, want)
+	}
+	snaps := testenv.VerifyAll(t, strings.TrimPrefix(after.MetadataLocation(), "file://"))
+	if len(snaps) != len(after.Metadata().Snapshots()) {
+		t.Fatalf("the verifier read %d snapshots, the metadata lists %d", len(snaps), len(after.Metadata().Snapshots()))
+	}
+	for _, s := range snaps {
+		if s.Error != "" {
+			t.Fatalf("snapshot %s does not read: %s", s.SnapshotID, s.Error)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
 
 // What callers tell apart with errors.Is.
@@ -45,6 +46,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RunID tags the snapshot of this run; a new UUID when empty.
 	RunID string
+	// Head reads the table's head cheaply, so that a retry after a
+	// conflict starts right after the other writer's next commit
+	// (internal/turn); nil: retries start at once.
+	Head turn.HeadReader
 }
 
 // Result is what a rewrite did.
@@ -136,6 +141,9 @@ func Execute(ctx context.Context, cat Catalog, tbl *table.Table, plan *Plan, cfg
 		}
 		res.CommitRetries++
 		e.log.Warn("manifest rewrite commit conflicted; re-loading and retrying", "attempt", attempt+1, "err", err)
+		if _, ok := turn.Await(ctx, opts.Head, cur.Identifier(), 0); !ok {
+			return res, fmt.Errorf("stopped: %w", context.Cause(ctx))
+		}
 		fresh, err := cat.LoadTable(ctx, cur.Identifier())
 		if err != nil {
 			return res, fmt.Errorf("re-load after conflict: %w", err)

@@ -11,7 +11,8 @@
 # Env: APPENDS (1000) and ROWS (20) before a first compaction, MORE (300)
 # and MORE_ROWS (50) after it (1,301 snapshots, about 0.9 MB of metadata);
 # PARTITIONS (0); PAUSE (0: back to back) between the writer's commits;
-# PARTIAL=1 adds compact.partial_progress; UW (/tmp/uw) is the writer.
+# PARTIAL=1 adds compact.partial_progress; TASK=expire runs expiry instead
+# (max_snapshot_age 1s, retain_last 5); UW (/tmp/uw) is the writer.
 # Prints one line per run: status, commit_retries, reason; and per round
 # the writer's SUMMARY and ORACLE lines.
 set -euo pipefail
@@ -30,7 +31,8 @@ catalog:
 lock:
   backend: local
 EOF
-  if [ "${PARTIAL:-0}" = 1 ]; then printf 'defaults:\n  compact:\n    partial_progress: true\n' >> "$t/maintainer.yaml"; fi
+  printf 'defaults:\n  expire: {max_snapshot_age: 1s, retain_last: 5}\n' >> "$t/maintainer.yaml"
+  if [ "${PARTIAL:-0}" = 1 ]; then printf '  compact: {partial_progress: true}\n' >> "$t/maintainer.yaml"; fi
   "$uw" setup -dir "$t" -appends "${APPENDS:-1000}" -rows "${ROWS:-20}" -partitions "${PARTITIONS:-0}"
   "$new" run --config "$t/maintainer.yaml" --task compact --force > /dev/null
   "$uw" setup -dir "$t" -appends "${MORE:-300}" -rows "${MORE_ROWS:-50}" -partitions "${PARTITIONS:-0}"
@@ -43,8 +45,8 @@ one() { # one BIN TAG
   local w=$!
   sleep 3
   for i in $(seq 1 "$runs"); do
-    "$1" run --config "$t/maintainer.yaml" --task compact --force --output json > "$dir/$2-$i.json" 2> "$dir/$2-$i.err" || true
-    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r['status'], (r.get('compact') or {}).get('commit_retries'), r.get('reason',''))" "$dir/$2-$i.json" "$2 run$i"
+    "$1" run --config "$t/maintainer.yaml" --task "${TASK:-compact}" --force --output json > "$dir/$2-$i.json" 2> "$dir/$2-$i.err" || true
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); t=r.get('compact') or (r.get('expire') or {}).get('result') or {}; print(sys.argv[2], r['status'], t.get('commit_retries'), r.get('reason', r.get('error', '')))" "$dir/$2-$i.json" "$2 run$i"
   done
   kill -TERM $w && wait $w || true
   grep -E "ORACLE|SUMMARY" "$dir/writer-$2.log" | sed "s/^/$2 /"
