@@ -492,29 +492,17 @@ func landsBesideUpsertWriter(t *testing.T, parts int, tune func(*Config)) (dropp
 	for id := range u.oracle {
 		ids = append(ids, id)
 	}
-	writerErr := make(chan error, 1)
-	go func() {
-		defer close(writerErr)
-		for i := 0; ; i++ {
-			// 200 ms from one commit to the next one's work: on a loaded
-			// machine, where an upsert itself takes that long, a ticker
-			// would make a writer that never stops committing.
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			mu.Lock()
-			// Upsert a row of the initial files (the compaction's
-			// inputs) and insert a new one.
-			err := u.upsert(ctx, []int64{ids[i%len(ids)]}, gen.EventID(1000+i, 0))
-			mu.Unlock()
-			if err != nil {
-				writerErr <- fmt.Errorf("upsert %d: %w", i, err)
-				return
-			}
+	// 200 ms from one commit to the next one's work.
+	writerErr := gen.Loop(stop, 200*time.Millisecond, func(i int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		// Upsert a row of the initial files (the compaction's inputs)
+		// and insert a new one.
+		if err := u.upsert(ctx, []int64{ids[i%len(ids)]}, gen.EventID(1000+i, 0)); err != nil {
+			return fmt.Errorf("upsert %d: %w", i, err)
 		}
-	}()
+		return nil
+	})
 
 	cfg := testConfig()
 	cfg.CommitRetries = 3

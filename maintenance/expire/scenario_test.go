@@ -524,28 +524,18 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 	other := f.handle(t)
 	stop := make(chan struct{})
 	var appended atomic.Int64
-	writerErr := make(chan error, 1)
-	go func() {
-		defer close(writerErr)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			tbl, err := other.LoadTable(ctx, f.opt.Identifier())
-			if err == nil {
-				_, err = gen.Append(ctx, tbl, f.opt, 1, 1000+i)
-			}
-			if err != nil && !commitconflict.Is(err) {
-				writerErr <- err
-				return
-			}
-			if err == nil {
-				appended.Add(1)
-			}
+	writerErr := gen.Loop(stop, 0, func(i int) error {
+		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+		if err == nil {
+			_, err = gen.Append(ctx, tbl, f.opt, 1, 1000+i)
 		}
-	}()
+		if err == nil {
+			appended.Add(1)
+		} else if commitconflict.Is(err) {
+			err = nil // the writer lost to expiry: it appends again
+		}
+		return err
+	})
 	time.Sleep(200 * time.Millisecond)
 	cfg := strictConfig()
 	cfg.CommitRetries = 3
