@@ -326,7 +326,7 @@ func updates(p *Plan) []table.Update {
 func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 	reqs := []table.Requirement{table.AssertTableUUID(own.uuid)}
 	for _, name := range slices.Sorted(maps.Keys(p.Refs)) {
-		reqs = append(reqs, refAt{name: name, id: p.Refs[name]})
+		reqs = append(reqs, refAt{name: name, id: p.Refs[name], own: own})
 	}
 	// A schema or spec made current meanwhile may be one planned unused.
 	if len(p.RemovedSchemas) > 0 {
@@ -340,11 +340,12 @@ func requirements(p *Plan, own *refsRequirement) []table.Requirement {
 
 // refAt is the requirement that a ref is at its planned snapshot. A REST
 // catalog receives it as Iceberg's assert-ref-snapshot-id, the most that
-// can be asked of a server; catalogs that validate in-process leave it to
-// refsRequirement, which also accepts a kept branch that a writer moved on.
+// can be asked of a server; in-process it is refsRequirement's check of
+// that ref, which also accepts a kept branch that a writer moved on.
 type refAt struct {
 	name string
 	id   int64
+	own  *refsRequirement
 }
 
 func (r refAt) GetType() string { return "assert-ref-snapshot-id" }
@@ -354,13 +355,27 @@ func (r refAt) MarshalJSON() ([]byte, error) {
 	return json.Marshal(table.AssertRefSnapshotID(r.name, &id))
 }
 
-func (r refAt) Validate(table.Metadata) error { return nil } // refsRequirement checks it
+func (r refAt) Validate(meta table.Metadata) error {
+	if meta == nil {
+		return errors.New("requirement failed: table does not exist")
+	}
+	for name, ref := range meta.Refs() {
+		if name == r.name {
+			return r.own.refHolds(meta, r.name, ref, r.id)
+		}
+	}
+	return fmt.Errorf("requirement failed: %w: %q was removed", errRefsChanged, r.name)
+}
 
 // refsRequirement asserts that the table has exactly the planned refs, at
 // the planned snapshots or, for a branch the plan keeps, at a descendant of
 // its planned snapshot through snapshots the plan does not expire (a
 // writer's appends: the plan removes nothing they reach, and retention
-// from the new head would expire more, not less), and still has gc enabled. Iceberg has no standard
+// from the new head would expire more, not less), and still has gc enabled.
+// A branch may move on only while what the plan's retention was worked out
+// from holds: the ref's type and retention settings, the table's
+// history.expire properties, and no schema or spec removed (a writer's
+// snapshot may use one the plan found unused). Iceberg has no standard
 // requirement for "no new ref": without it a tag created on an expiring
 // snapshot after planning would silently go with the snapshot. Catalogs
 // that validate requirements in-process against the metadata they commit on
@@ -370,13 +385,22 @@ func (r refAt) Validate(table.Metadata) error { return nil } // refsRequirement 
 type refsRequirement struct {
 	uuid      uuid.UUID
 	refs      map[string]int64
+	planned   map[string]table.SnapshotRef
 	removed   map[string]bool // refs the plan removes: held where planned
 	expired   map[int64]bool
-	validated atomic.Bool // Validate passed: the commit's base had the refs
+	props     map[string]string // the history.expire properties planned with
+	strict    bool              // no ref may move: the plan removes schemas or specs
+	validated atomic.Bool       // Validate passed: the commit's base had the refs
 }
 
+// retentionProps are the table properties the plan's retention was
+// resolved from.
+var retentionProps = []string{PropMinSnapshotsToKeep, PropMaxSnapshotAgeMs, PropMaxRefAgeMs}
+
 func newRefsRequirement(p *Plan) *refsRequirement {
-	r := &refsRequirement{uuid: uuid.MustParse(p.TableUUID), refs: p.Refs, removed: map[string]bool{}, expired: map[int64]bool{}}
+	r := &refsRequirement{uuid: uuid.MustParse(p.TableUUID), refs: p.Refs, planned: p.refs,
+		removed: map[string]bool{}, expired: map[int64]bool{}, props: p.retentionProps,
+		strict: len(p.RemovedSchemas) > 0 || len(p.RemovedSpecs) > 0}
 	for _, rr := range p.RemovedRefs {
 		r.removed[rr.Name] = true
 	}
@@ -386,11 +410,29 @@ func newRefsRequirement(p *Plan) *refsRequirement {
 	return r
 }
 
+// refHolds checks ref name, planned at id, against meta: at id, or moved on.
+func (r *refsRequirement) refHolds(meta table.Metadata, name string, ref table.SnapshotRef, id int64) error {
+	if id != ref.SnapshotID && !r.movedOn(meta, name, ref, id) {
+		return fmt.Errorf("requirement failed: %w: %s %q moved to snapshot %d", errRefsChanged, ref.SnapshotRefType, name, ref.SnapshotID)
+	}
+	return nil
+}
+
 // movedOn reports whether branch ref, planned at id, is now at a
-// descendant of id whose ancestors down to id are all kept by the plan.
+// descendant of id whose ancestors down to id are all kept by the plan,
+// with the retention the plan was made with.
 func (r *refsRequirement) movedOn(meta table.Metadata, name string, ref table.SnapshotRef, id int64) bool {
-	if ref.SnapshotRefType != table.BranchRef || r.removed[name] {
+	was, ok := r.planned[name]
+	if r.strict || !ok || r.removed[name] || r.expired[id] || ref.SnapshotRefType != table.BranchRef ||
+		was.SnapshotRefType != table.BranchRef || !sameRetention(was, ref) {
 		return false
+	}
+	props := meta.Properties()
+	for _, k := range retentionProps {
+		v, set := props[k]
+		if w, was := r.props[k]; set != was || v != w {
+			return false
+		}
 	}
 	cur := ref.SnapshotID
 	for range len(meta.Snapshots()) {
@@ -407,6 +449,13 @@ func (r *refsRequirement) movedOn(meta table.Metadata, name string, ref table.Sn
 	}
 	return false
 }
+
+func sameRetention(a, b table.SnapshotRef) bool {
+	return ptrEq(a.MinSnapshotsToKeep, b.MinSnapshotsToKeep) && ptrEq(a.MaxSnapshotAgeMs, b.MaxSnapshotAgeMs) &&
+		ptrEq(a.MaxRefAgeMs, b.MaxRefAgeMs)
+}
+
+func ptrEq[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func (r *refsRequirement) GetType() string { return "assert-table-uuid" }
 
@@ -428,8 +477,8 @@ func (r *refsRequirement) Validate(meta table.Metadata) error {
 		if !ok {
 			return fmt.Errorf("requirement failed: %w: %s %q was created", errRefsChanged, ref.SnapshotRefType, name)
 		}
-		if id != ref.SnapshotID && !r.movedOn(meta, name, ref, id) {
-			return fmt.Errorf("requirement failed: %w: %s %q moved to snapshot %d", errRefsChanged, ref.SnapshotRefType, name, ref.SnapshotID)
+		if err := r.refHolds(meta, name, ref, id); err != nil {
+			return err
 		}
 	}
 	if n != len(r.refs) {

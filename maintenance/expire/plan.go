@@ -95,6 +95,9 @@ type Plan struct {
 	retainedManifests map[string]struct{}
 	// refs holds the planned refs in full, to restore one that was lost.
 	refs map[string]table.SnapshotRef
+	// retentionProps are the table's history.expire properties that are
+	// set, as planned with.
+	retentionProps map[string]string
 }
 
 // ExpiredSnapshot is one snapshot the plan removes, and why.
@@ -177,7 +180,12 @@ func planTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time,
 	p := &Plan{
 		TableUUID: meta.TableUUID().String(), MetadataLocation: tbl.MetadataLocation(),
 		Now: now, Policy: pol, SnapshotsBefore: len(meta.Snapshots()),
-		Refs: map[string]int64{}, refs: map[string]table.SnapshotRef{},
+		Refs: map[string]int64{}, refs: map[string]table.SnapshotRef{}, retentionProps: map[string]string{},
+	}
+	for _, k := range retentionProps {
+		if v, ok := meta.Properties()[k]; ok {
+			p.retentionProps[k] = v
+		}
 	}
 	keep, err := selectSnapshots(meta, pol, now, p, limit)
 	if err != nil {

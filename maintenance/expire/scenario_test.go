@@ -544,6 +544,7 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer head.Close()
+	deleted := 0
 	for run := range 3 {
 		tbl := f.reload(t)
 		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
@@ -557,11 +558,16 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 		if err != nil || !res.Committed || res.CommitRetries > 3 {
 			t.Fatalf("run %d: %v (%+v)", run, err, res)
 		}
+		t.Logf("run %d: %d retries, %d snapshots expired, %d files deleted", run, res.CommitRetries, res.SnapshotsExpired(), res.FilesDeleted())
+		deleted += res.FilesDeleted()
 		time.Sleep(100 * time.Millisecond)
 	}
 	close(stop)
 	if err := <-writerErr; err != nil {
 		t.Fatal(err)
+	}
+	if deleted == 0 {
+		t.Fatal("no run deleted a file (the expired snapshots' manifest lists)")
 	}
 	after := f.reload(t)
 	rows, _, err := gen.Checksum(ctx, after)
