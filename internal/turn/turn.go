@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
 )
 
 // HeadReader reads where a table's current metadata file is from the
@@ -47,6 +49,7 @@ type Turn struct {
 // is now, for at most max(MaxWait, backoff); or backoff alone when head is
 // nil or cannot be read. It returns false when ctx ends.
 func Await(ctx context.Context, head HeadReader, ident table.Identifier, backoff time.Duration) (Turn, bool) {
+	defer waiting.Begin(ctx, "retry: the other writer's next commit")()
 	start := time.Now()
 	if head == nil {
 		return Turn{}, sleep(ctx, backoff)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
 )
 
 // fakeHead answers the i-th read with locs[min(i, len-1)], or err.
@@ -33,6 +35,14 @@ func (h *fakeHead) MetadataLocation(ctx context.Context, _ table.Identifier) (st
 }
 
 var ident = table.Identifier{"db", "t"}
+
+// recorder is a waiting.Recorder that keeps what it was told.
+type recorder []string
+
+func (r *recorder) Begin(what string) func() {
+	*r = append(*r, "begin "+what)
+	return func() { *r = append(*r, "end "+what) }
+}
 
 func TestAwait(t *testing.T) {
 	t.Run("goes once the head moves", func(t *testing.T) {
@@ -72,6 +82,13 @@ func TestAwait(t *testing.T) {
 		start := time.Now()
 		if _, ok := Await(t.Context(), nil, ident, 0); !ok || time.Since(start) > 300*time.Millisecond {
 			t.Fatalf("ok %v after %v; want no wait", ok, time.Since(start))
+		}
+	})
+	t.Run("the wait is reported as waiting", func(t *testing.T) {
+		var l recorder
+		Await(waiting.With(t.Context(), &l), &fakeHead{locs: []string{"v1", "v2"}}, ident, 0)
+		if len(l) != 2 || l[0] != "begin retry: the other writer's next commit" || l[1] != "end retry: the other writer's next commit" {
+			t.Fatalf("recorded %q", l)
 		}
 	})
 	t.Run("cancellation ends the wait", func(t *testing.T) {

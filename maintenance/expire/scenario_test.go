@@ -584,3 +584,41 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 		}
 	}
 }
+
+// stillHead is a table head that never moves: a paused writer.
+type stillHead struct{}
+
+func (stillHead) MetadataLocation(context.Context, table.Identifier) (string, error) {
+	return "v1", nil
+}
+
+// A lease lost while a retry waits for the writer's next commit stops the
+// run there: nothing is committed or deleted, the writer's snapshot stays.
+func TestLostLeaseDuringTheRetrysWaitCommitsNothing(t *testing.T) {
+	f, _, _, plan := history(t)
+	other := f.handle(t)
+	lost := errors.New("lease lost")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	cat := &casLost{TableLoader: f.cat, writer: func() error {
+		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
+		if err == nil {
+			_, err = gen.Append(ctx, tbl, f.opt, 1, 100)
+		}
+		time.AfterFunc(100*time.Millisecond, func() { cancel(lost) }) // while the retry waits
+		return err
+	}}
+	files := filesOnDisk(t, f.dir+"/wh")
+	res, err := Execute(ctx, cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}, Head: stillHead{}})
+	if !errors.Is(err, lost) || !strings.Contains(err.Error(), "nothing changed") || res.Committed || res.FilesDeleted() != 0 {
+		t.Fatalf("want the run stopped before committing, got %v (%+v)", err, res)
+	}
+	if n := len(f.reload(t).Metadata().Snapshots()); n != len(f.tbl.Metadata().Snapshots())+1 {
+		t.Fatalf("%d snapshots; want the %d planned on and the writer's", n, len(f.tbl.Metadata().Snapshots()))
+	}
+	for _, p := range files {
+		if !exists(t, p) {
+			t.Fatalf("%s was deleted", p)
+		}
+	}
+}
