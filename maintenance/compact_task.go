@@ -84,10 +84,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 	if plan.Empty() {
 		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNothingToWrite, Compact: rep}
 	}
-	opts := compact.Options{Logger: r.log, Allocator: r.writeAlloc}
-	if r.metaLoc != nil {
-		opts.Head = r.metaLoc // a retry waits for the other writer's next commit
-	}
+	opts := compact.Options{Logger: r.log, Allocator: r.writeAlloc, Head: r.metaLoc}
 	if req.shared {
 		name := strings.Join(tbl.Identifier(), ".")
 		opts.RunID = uuid.NewString()

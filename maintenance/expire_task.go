@@ -155,10 +155,7 @@ func (r *Runner) expire(ctx context.Context, tbl *table.Table, cfg expire.Config
 		}
 		return keep(Outcome{Status: StatusNotDue, Reason: expire.ReasonNothingToExpire, Expire: rep})
 	}
-	opts := expire.Options{Logger: r.log}
-	if r.metaLoc != nil {
-		opts.Head = r.metaLoc // a retry waits for the other writer's next commit
-	}
+	opts := expire.Options{Logger: r.log, Head: r.metaLoc}
 	if len(plan.Files) > 0 {
 		if opts.Deleter, err = deleter(); err != nil {
 			return keep(Outcome{Status: StatusFailed, failure: err, Expire: rep})

@@ -87,7 +87,12 @@ func Await(ctx context.Context, head HeadReader, ident table.Identifier, backoff
 	return tu, ok
 }
 
+// sleep waits d; false, at once, when ctx ends first or has ended (a
+// select over a zero timer and a done ctx would pick either).
 func sleep(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -91,6 +91,15 @@ func TestAwait(t *testing.T) {
 			t.Fatalf("recorded %q", l)
 		}
 	})
+	t.Run("an ended context never waits, nor says go", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		for range 20 { // a select would pick a ready zero timer half the time
+			if _, ok := Await(ctx, nil, ident, 0); ok {
+				t.Fatal("ok after the context ended")
+			}
+		}
+	})
 	t.Run("cancellation ends the wait", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
+	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
 
 // Sentinel errors; callers classify with errors.Is.
@@ -59,8 +60,8 @@ type Options struct {
 	Gate   CommitGate
 	// Head reads the table's head cheaply, so that a retry after a
 	// conflict starts right after the other writer's next commit
-	// (turn.go); nil: retries back off.
-	Head HeadReader
+	// (internal/turn); nil: retries back off.
+	Head turn.HeadReader
 }
 
 // Result is what a compaction run did.

@@ -6,10 +6,6 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
 
-// HeadReader reads where a table's current metadata file is without
-// reading it; a retry after a conflict watches it (internal/turn).
-type HeadReader = turn.HeadReader
-
 // awaitTurn waits before retry attempt+1: for the other writer's next
 // commit when the table's head can be read, else backoff(attempt). It
 // returns false when ctx ends.

@@ -15,6 +15,7 @@
 # (max_snapshot_age 1s, retain_last 5); UW (/tmp/uw) is the writer.
 # Prints one line per run: status, commit_retries, reason; and per round
 # the writer's SUMMARY and ORACLE lines.
+# Needs bash and python3 (to read the JSON outcome).
 set -euo pipefail
 dir=$1 old=$2 new=$3 rounds=${4:-6} runs=${5:-3}
 uw=${UW:-/tmp/uw}
