@@ -27,14 +27,18 @@ type Health struct {
 	SmallFileThreshold int64  `json:"small_file_threshold_bytes"`
 	// CompactableFiles are the small files in the partitions compaction
 	// would rewrite by file sizes (PartitionsToCompact): what it would
-	// merge. A partition with a single small file counts in SmallFiles only.
+	// merge. A partition with a single small file counts in SmallFiles only,
+	// and so does a file compact.where keeps out of compaction.
 	CompactableFiles int `json:"compactable_files"`
 	// Partitions hold data files; PartitionsToCompact are those a plan
 	// would rewrite by the sizes of their files (compaction's rules, the
 	// delete-laden rule aside): a backfill's progress is the partitions done
 	// (Partitions - PartitionsToCompact) against those left.
+	// PartitionsOutOfScope hold no file compact.where lets compaction
+	// rewrite: never left to compact, and not compacted either.
 	Partitions             int        `json:"partitions"`
 	PartitionsToCompact    int        `json:"partitions_to_compact"`
+	PartitionsOutOfScope   int        `json:"partitions_out_of_scope,omitempty"`
 	PositionDeleteFiles    int        `json:"position_delete_files"`
 	EqualityDeleteFiles    int        `json:"equality_delete_files"`
 	Snapshots              int        `json:"snapshots"`
@@ -135,12 +139,19 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 	if err != nil {
 		return h, fmt.Errorf("open table IO: %w", err)
 	}
+	// compact.where scopes what compaction may rewrite: files outside it
+	// are never work left, however small.
+	inScope, err := compact.InScope(ctx, tbl, cfg)
+	if err != nil {
+		return h, fmt.Errorf("compact.where: %w", err)
+	}
 	manifests, err := cur.Manifests(fs)
 	if err != nil {
 		return h, fmt.Errorf("read manifest list of snapshot %d: %w", cur.SnapshotID, err)
 	}
 	smallPerPartition := map[string]int{}
-	cands := map[string]*compact.Candidates{}
+	cands := map[string]*compact.Candidates{} // partitions with files in scope
+	parts := map[string]bool{}
 	for _, m := range manifests {
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
@@ -153,14 +164,21 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 				h.DataBytes += df.FileSizeBytes()
 				h.Rows += df.Count()
 				key := partitionKey(df)
+				parts[key] = true
+				small := df.FileSizeBytes() < h.SmallFileThreshold
+				if small {
+					h.SmallFiles++
+				}
+				if inScope != nil && !inScope(df.FilePath()) {
+					break
+				}
 				c := cands[key]
 				if c == nil {
 					c = &compact.Candidates{}
 					cands[key] = c
 				}
 				c.Add(cfg, minSize, maxSize, df.FileSizeBytes())
-				if df.FileSizeBytes() < h.SmallFileThreshold {
-					h.SmallFiles++
+				if small {
 					smallPerPartition[key]++
 				}
 			case iceberg.EntryContentPosDeletes:
@@ -170,7 +188,8 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 			}
 		}
 	}
-	h.Partitions = len(cands)
+	h.Partitions = len(parts)
+	h.PartitionsOutOfScope = len(parts) - len(cands)
 	if h.DataFiles > 0 {
 		h.AvgFileSize = h.DataBytes / int64(h.DataFiles)
 	}

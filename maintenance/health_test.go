@@ -1,8 +1,12 @@
 package maintenance
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
@@ -73,5 +77,71 @@ func TestHealthCountsThePartitionsAPlanRewrites(t *testing.T) {
 				t.Errorf("the plan rewrites %d partitions, health says %d are left to compact", planned, h.PartitionsToCompact)
 			}
 		})
+	}
+}
+
+// Files compact.where keeps out of compaction are never work left: health
+// counts as compactable only what a plan of the same config rewrites, and
+// names the partitions outside the where; a where the table cannot take is
+// an error naming compact.where.
+func TestHealthLeavesOutWhatCompactWhereExcludes(t *testing.T) {
+	// Two day partitions: one of 3 files, one of 2.
+	_, tbl, _ := testenv.GeneratedTable(t, gen.Options{Appends: 5, RowsPerAppend: 6000, Partitions: 2, Seed: 5})
+	tasks, err := tbl.Scan().PlanFiles(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDay := map[int32]int{}
+	for _, task := range tasks {
+		for _, v := range task.File.Partition() {
+			perDay[int32(v.(iceberg.Date))]++
+		}
+	}
+	var three, two int32
+	for d, n := range perDay {
+		switch n {
+		case 3:
+			three = d
+		case 2:
+			two = d
+		}
+	}
+	if len(perDay) != 2 || three == two {
+		t.Fatalf("files per day partition %v; the case needs one of 3 and one of 2", perDay)
+	}
+	day := func(d int32) string {
+		return time.Unix(int64(d)*86400, 0).UTC().Format("2006-01-02 15:04:05Z")
+	}
+	cfg := compact.DefaultConfig()
+	cfg.MinInputFiles = 2
+	// Only the day of 3 files is in scope.
+	cfg.Where = fmt.Sprintf("event_time >= TIMESTAMP '%s' AND event_time < TIMESTAMP '%s'", day(three), day(three+1))
+	h, err := TableHealth(t.Context(), tbl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Partitions != 2 || h.PartitionsToCompact != 1 || h.PartitionsOutOfScope != 1 || h.CompactableFiles != 3 || h.SmallFiles != 5 {
+		t.Errorf("health with where: %d partitions, %d to compact, %d out of scope, %d compactable, %d small files; want 2, 1, 1, 3, 5",
+			h.Partitions, h.PartitionsToCompact, h.PartitionsOutOfScope, h.CompactableFiles, h.SmallFiles)
+	}
+	p, err := compact.PlanTable(t.Context(), tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.InputFiles() != h.CompactableFiles {
+		t.Errorf("the plan rewrites %d files, health says %d are compactable", p.InputFiles(), h.CompactableFiles)
+	}
+	// Without the where both partitions are work left.
+	cfg.Where = ""
+	if h, err = TableHealth(t.Context(), tbl, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if h.PartitionsToCompact != 2 || h.PartitionsOutOfScope != 0 || h.CompactableFiles != 5 {
+		t.Errorf("health without where: %d to compact, %d out of scope, %d compactable; want 2, 0, 5",
+			h.PartitionsToCompact, h.PartitionsOutOfScope, h.CompactableFiles)
+	}
+	cfg.Where = "no_such_column = 1"
+	if _, err = TableHealth(t.Context(), tbl, cfg); err == nil || !strings.Contains(err.Error(), "compact.where") || !strings.Contains(err.Error(), "no_such_column") {
+		t.Errorf("health with a where naming a missing column: %v; want an error naming compact.where and the column", err)
 	}
 }

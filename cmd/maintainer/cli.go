@@ -807,8 +807,12 @@ func writeHealth(w io.Writer, h maintenance.Health) {
 	fmt.Fprintf(w, "  data files          %d (%s, average %s)\n", h.DataFiles, maintenance.HumanBytes(h.DataBytes), maintenance.HumanBytes(h.AvgFileSize))
 	fmt.Fprintf(w, "  small files         %d (below %s; %d in partitions compaction would merge)\n",
 		h.SmallFiles, maintenance.HumanBytes(h.SmallFileThreshold), h.CompactableFiles)
-	fmt.Fprintf(w, "  partitions          %d (%d need no compaction, %d left to compact)\n", h.Partitions,
-		h.Partitions-h.PartitionsToCompact, h.PartitionsToCompact)
+	fmt.Fprintf(w, "  partitions          %d (%d need no compaction, %d left to compact", h.Partitions,
+		h.Partitions-h.PartitionsToCompact-h.PartitionsOutOfScope, h.PartitionsToCompact)
+	if h.PartitionsOutOfScope > 0 {
+		fmt.Fprintf(w, ", %d outside compact.where", h.PartitionsOutOfScope)
+	}
+	fmt.Fprintln(w, ")")
 	fmt.Fprintf(w, "  delete files        %d position, %d equality\n", h.PositionDeleteFiles, h.EqualityDeleteFiles)
 	fmt.Fprintf(w, "  snapshots           %d", h.Snapshots)
 	if h.OldestSnapshot != nil {

@@ -176,16 +176,9 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	}
 	p.SnapshotID, p.SequenceNumber = snap.SnapshotID, snap.SequenceNumber
 
-	var filter iceberg.BooleanExpression
-	if cfg.Where != "" {
-		expr, err := rowfilter.Parse(cfg.Where)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := iceberg.BindExpr(tbl.Schema(), expr, true); err != nil {
-			return nil, fmt.Errorf("where %q does not fit the table schema: %w", cfg.Where, err)
-		}
-		filter = expr
+	filter, err := whereFilter(tbl, cfg)
+	if err != nil {
+		return nil, err
 	}
 	tasks, err := scanTasks(ctx, tbl, snap, filter)
 	if err != nil {
@@ -290,6 +283,44 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		}
 	}
 	return p, nil
+}
+
+// whereFilter is cfg.Where parsed and checked against the table's schema;
+// nil when unset.
+func whereFilter(tbl *table.Table, cfg Config) (iceberg.BooleanExpression, error) {
+	if cfg.Where == "" {
+		return nil, nil
+	}
+	expr, err := rowfilter.Parse(cfg.Where)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := iceberg.BindExpr(tbl.Schema(), expr, true); err != nil {
+		return nil, fmt.Errorf("where %q does not fit the table schema: %w", cfg.Where, err)
+	}
+	return expr, nil
+}
+
+// InScope returns whether a data file of the table's current snapshot, by
+// its path, is one compaction may rewrite under cfg.Where: the files the
+// plan's scan lists (nil without a where: every file is). Health counts
+// what compaction would merge with it, so files a where keeps out of
+// compaction for good are not reported as work left.
+func InScope(ctx context.Context, tbl *table.Table, cfg Config) (func(path string) bool, error) {
+	filter, err := whereFilter(tbl, cfg)
+	snap := tbl.CurrentSnapshot()
+	if err != nil || filter == nil || snap == nil {
+		return nil, err
+	}
+	tasks, err := scanTasks(ctx, tbl, snap, filter)
+	if err != nil {
+		return nil, err
+	}
+	in := make(map[string]struct{}, len(tasks))
+	for _, t := range tasks {
+		in[t.File.FilePath()] = struct{}{}
+	}
+	return func(path string) bool { _, ok := in[path]; return ok }, nil
 }
 
 // selectPartition decides whether the candidate files of one partition
