@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/iceberg-maintainer/maintainer/internal/catalogcall"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
+	"github.com/iceberg-maintainer/maintainer/maintenance"
 )
 
 // A SQLite catalog configured with a plain file URI (as users and the
@@ -85,5 +87,20 @@ func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 	}
 	if got := tbl.Properties()["maintainer.test"]; got != "waited" {
 		t.Errorf("property after commit = %q; want waited", got)
+	}
+}
+
+// status counts the partitions compact.where keeps out apart from those
+// needing no compaction: they are neither done nor left.
+func TestStatusNamesThePartitionsOutsideCompactWhere(t *testing.T) {
+	var b strings.Builder
+	writeHealth(&b, maintenance.Health{Table: "db.t", Partitions: 5, PartitionsToCompact: 1, PartitionsOutOfScope: 3, Tasks: []maintenance.TaskState{}})
+	if want := "partitions          5 (1 need no compaction, 1 left to compact, 3 outside compact.where)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
+	}
+	b.Reset()
+	writeHealth(&b, maintenance.Health{Table: "db.t", Partitions: 5, PartitionsToCompact: 1, Tasks: []maintenance.TaskState{}})
+	if want := "partitions          5 (4 need no compaction, 1 left to compact)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
 	}
 }
