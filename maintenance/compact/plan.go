@@ -238,10 +238,21 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		var cands []table.FileScanTask
+		// Counted first so the candidates, which one group holds until
+		// the run commits, take no more than they need.
+		candidate := func(t table.FileScanTask) bool {
+			return sizeCandidate(cfg, sizes, t.File.FileSizeBytes()) || deleteLaden(cfg, t)
+		}
+		n := 0
+		for _, t := range b.tasks {
+			if candidate(t) {
+				n++
+			}
+		}
+		cands := make([]table.FileScanTask, 0, n)
 		var bytes int64
 		for _, t := range b.tasks {
-			if sz := t.File.FileSizeBytes(); sizeCandidate(cfg, sizes, sz) || deleteLaden(cfg, t) {
+			if sz := t.File.FileSizeBytes(); candidate(t) {
 				cands = append(cands, t)
 				bytes += sz
 			}
@@ -499,7 +510,12 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		load[g] += sz
 		count[g]++
 	}
+	// Each group at its exact size: the groups are what the run holds of
+	// every input until it commits.
 	out := make([][]table.FileScanTask, len(load))
+	for g := range out {
+		out[g] = make([]table.FileScanTask, 0, count[g])
+	}
 	for i, t := range cands {
 		out[owner[i]] = append(out[owner[i]], t)
 	}
