@@ -33,7 +33,8 @@ type Health struct {
 	// Partitions hold data files; PartitionsToCompact are those a plan
 	// would rewrite by the sizes of their files (compaction's rules, the
 	// delete-laden rule aside): a backfill's progress is the partitions done
-	// (Partitions - PartitionsToCompact) against those left.
+	// (Partitions - PartitionsToCompact - PartitionsOutOfScope) against
+	// those left.
 	// PartitionsOutOfScope hold no file compact.where lets compaction
 	// rewrite: never left to compact, and not compacted either.
 	Partitions             int        `json:"partitions"`
@@ -143,7 +144,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 	// are never work left, however small.
 	inScope, err := compact.InScope(ctx, tbl, cfg)
 	if err != nil {
-		return h, fmt.Errorf("compact.where: %w", err)
+		return h, fmt.Errorf("list the files compact.where lets compaction rewrite: %w", err)
 	}
 	manifests, err := cur.Manifests(fs)
 	if err != nil {
