@@ -171,7 +171,7 @@ func TableHealth(ctx context.Context, tbl *table.Table, cfg compact.Config) (Hea
 					h.SmallFiles++
 				}
 				if inScope != nil && !inScope(df.FilePath()) {
-					break
+					break // out of the switch: on to the next entry
 				}
 				c := cands[key]
 				if c == nil {

@@ -252,9 +252,9 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 		cands := make([]table.FileScanTask, 0, n)
 		var bytes int64
 		for _, t := range b.tasks {
-			if sz := t.File.FileSizeBytes(); candidate(t) {
+			if candidate(t) {
 				cands = append(cands, t)
-				bytes += sz
+				bytes += t.File.FileSizeBytes()
 			}
 		}
 		reason, skip := selectPartition(cfg, sizes, cands, bytes)
