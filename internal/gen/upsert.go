@@ -1,12 +1,16 @@
 package gen
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 )
 
 // What an upsert writer commits to a generated table, for the tests and the
@@ -63,4 +67,60 @@ func KeyRows(tbl *table.Table, cols []string, ids []int64, times []arrow.Timesta
 		b.Field(1).(*array.TimestampBuilder).AppendValues(times, nil)
 	}
 	return b.NewRecordBatch(), nil
+}
+
+// WriteUpsert writes the files of one upsert commit to tbl: a data file of
+// new versions (UpsertRows) of rows ids at times, none when ids is empty,
+// and an equality-delete file (KeyRows) of keys at keyTimes, on event_id,
+// with event_time when the table is partitioned.
+func WriteUpsert(ctx context.Context, tbl *table.Table, ids []int64, times []arrow.Timestamp, version int64, keys []int64, keyTimes []arrow.Timestamp) (data, dels []iceberg.DataFile, err error) {
+	delCols := []string{ColEventID}
+	if spec := tbl.Spec(); spec.NumFields() > 0 {
+		delCols = append(delCols, ColEventTime)
+	}
+	delRec, err := KeyRows(tbl, delCols, keys, keyTimes)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer delRec.Release()
+	dels, err = tbl.NewTransaction().WriteEqualityDeletes(ctx, []int{tbl.Schema().Field(0).ID},
+		func(yield func(arrow.RecordBatch, error) bool) { yield(delRec, nil) })
+	if err != nil || len(ids) == 0 {
+		return nil, dels, err
+	}
+	dataRec, err := UpsertRows(tbl, ids, times, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer dataRec.Release()
+	for df, err := range table.WriteRecords(ctx, tbl, dataRec.Schema(), func(yield func(arrow.RecordBatch, error) bool) { yield(dataRec, nil) }) {
+		if err != nil {
+			return nil, nil, err
+		}
+		data = append(data, df)
+	}
+	return data, dels, nil
+}
+
+// CommitRowDelta commits data and dels in one row delta on tbl. A commit
+// that loses to another writer is tried again on the table reload gives,
+// up to 50 times, as a writer beside maintenance would; it returns the
+// attempts made.
+func CommitRowDelta(ctx context.Context, tbl *table.Table, reload func() (*table.Table, error), data, dels []iceberg.DataFile) (int, error) {
+	for attempt := 1; ; attempt++ {
+		txn := tbl.NewTransaction()
+		if err := txn.NewRowDelta(nil).AddRows(data...).AddDeletes(dels...).Commit(ctx); err != nil {
+			return attempt, err
+		}
+		_, err := txn.Commit(ctx)
+		if err == nil {
+			return attempt, nil
+		}
+		if !commitconflict.Is(err) || attempt > 50 {
+			return attempt, err
+		}
+		if tbl, err = reload(); err != nil {
+			return attempt, err
+		}
+	}
 }

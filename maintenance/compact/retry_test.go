@@ -126,51 +126,17 @@ func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert 
 	newIDs := append(append([]int64(nil), keys...), fresh)
 	newTimes := append(append([]arrow.Timestamp(nil), times...), times[0])
 
-	dataRec, err := gen.UpsertRows(tbl, newIDs, newTimes, version)
+	dataIDs, dataTimes := newIDs, newTimes
+	if !insert {
+		dataIDs, dataTimes = nil, nil
+	}
+	data, dels, err := gen.WriteUpsert(ctx, tbl, dataIDs, dataTimes, version, keys, times)
 	if err != nil {
 		return err
 	}
-	defer dataRec.Release()
-	delCols := []string{gen.ColEventID}
-	if spec := tbl.Spec(); spec.NumFields() > 0 {
-		delCols = append(delCols, gen.ColEventTime)
-	}
-	delRec, err := gen.KeyRows(tbl, delCols, keys, times)
-	if err != nil {
+	reload := func() (*table.Table, error) { return u.cat.LoadTable(ctx, u.ident) }
+	if _, err := gen.CommitRowDelta(ctx, tbl, reload, data, dels); err != nil {
 		return err
-	}
-	defer delRec.Release()
-
-	txn := tbl.NewTransaction()
-	dels, err := txn.WriteEqualityDeletes(ctx, []int{tbl.Schema().Field(0).ID},
-		func(yield func(arrow.RecordBatch, error) bool) { yield(delRec, nil) })
-	if err != nil {
-		return err
-	}
-	var data []iceberg.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, dataRec.Schema(), func(yield func(arrow.RecordBatch, error) bool) { yield(dataRec, nil) }) {
-		if !insert {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		data = append(data, df)
-	}
-	for attempt := 0; ; attempt++ {
-		txn := tbl.NewTransaction()
-		if err := txn.NewRowDelta(nil).AddRows(data...).AddDeletes(dels...).Commit(ctx); err != nil {
-			return err
-		}
-		if _, err = txn.Commit(ctx); err == nil {
-			break
-		}
-		if !isDefiniteFailure(err) || attempt > 50 {
-			return err
-		}
-		if tbl, err = u.cat.LoadTable(ctx, u.ident); err != nil {
-			return err
-		}
 	}
 	u.commits++
 	for _, id := range newIDs {

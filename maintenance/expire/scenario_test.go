@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
@@ -573,6 +576,114 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 	rows, _, err := gen.Checksum(ctx, after)
 	if want := int64(f.opt.RowsPerAppend) * (int64(f.opt.Appends) + appended.Load()); err != nil || rows != want {
 		t.Fatalf("%d rows after expiry beside the writer (%v); want %d", rows, err, want)
+	}
+	snaps := testenv.VerifyAll(t, strings.TrimPrefix(after.MetadataLocation(), "file://"))
+	if len(snaps) != len(after.Metadata().Snapshots()) {
+		t.Fatalf("the verifier read %d snapshots, the metadata lists %d", len(snaps), len(after.Metadata().Snapshots()))
+	}
+	for _, s := range snaps {
+		if s.Error != "" {
+			t.Fatalf("snapshot %s does not read: %s", s.SnapshotID, s.Error)
+		}
+	}
+}
+
+// Beside an upsert writer (per commit a data file with a new version of a
+// row and an equality-delete file of its old one), expiry lands within 3
+// retries and deletes nothing that a snapshot left references: every
+// snapshot left reads, and the current one holds each row once, an
+// upserted row at the writer's last version of it.
+func TestExpiryLandsBesideAnUpsertWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a writer for a few seconds")
+	}
+	ctx := context.Background()
+	f := newTable(t, 40, 10, 0, nil)
+	other := f.handle(t)
+	reload := func() (*table.Table, error) { return other.LoadTable(ctx, f.opt.Identifier()) }
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	versions := map[int64]int64{} // event_id -> the last version committed
+	writerErr := gen.Loop(stop, 0, func(i int) error {
+		tbl, err := reload()
+		if err != nil {
+			return err
+		}
+		// A live row of the generated data; the table is unpartitioned,
+		// so the delete file holds event_id alone and times do not matter.
+		id, version := gen.EventID(i%f.opt.Appends, (i/f.opt.Appends)%f.opt.RowsPerAppend), int64(i+1)
+		ids, times := []int64{id}, []arrow.Timestamp{0}
+		data, dels, err := gen.WriteUpsert(ctx, tbl, ids, times, version, ids, times)
+		if err == nil {
+			_, err = gen.CommitRowDelta(ctx, tbl, reload, data, dels)
+		}
+		if err == nil {
+			mu.Lock()
+			versions[id] = version
+			mu.Unlock()
+		}
+		return err
+	})
+	time.Sleep(300 * time.Millisecond)
+	cfg := strictConfig()
+	cfg.CommitRetries = 3
+	head, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer head.Close()
+	deleted := 0
+	for run := range 3 {
+		tbl := f.reload(t)
+		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Empty() {
+			t.Fatalf("run %d: nothing to expire beside the writer", run)
+		}
+		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}, Head: head})
+		if err != nil || !res.Committed || res.CommitRetries > 3 {
+			t.Fatalf("run %d: %v (%+v)", run, err, res)
+		}
+		t.Logf("run %d: %d retries, %d snapshots expired, %d files deleted", run, res.CommitRetries, res.SnapshotsExpired(), res.FilesDeleted())
+		deleted += res.FilesDeleted()
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	if err := <-writerErr; err != nil {
+		t.Fatal(err)
+	}
+	if deleted == 0 || len(versions) == 0 {
+		t.Fatalf("%d files deleted, %d rows upserted: the test tried nothing", deleted, len(versions))
+	}
+	after := f.reload(t)
+	res, err := after.Scan(table.WithSelectedFields(gen.ColEventID, gen.ColUserID)).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	rdr := array.NewTableReader(res, 1024)
+	defer rdr.Release()
+	seen := map[int64]bool{}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			id, user := rec.Column(0).(*array.Int64).Value(i), rec.Column(1).(*array.Int64).Value(i)
+			if seen[id] {
+				t.Fatalf("event_id %d is live twice", id)
+			}
+			seen[id] = true
+			if v, ok := versions[id]; ok && user != v {
+				t.Fatalf("event_id %d at version %d, want the writer's last, %d", id, user, v)
+			}
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := f.opt.Appends * f.opt.RowsPerAppend; len(seen) != want {
+		t.Fatalf("%d rows after expiry beside the upsert writer, want %d", len(seen), want)
 	}
 	snaps := testenv.VerifyAll(t, strings.TrimPrefix(after.MetadataLocation(), "file://"))
 	if len(snaps) != len(after.Metadata().Snapshots()) {

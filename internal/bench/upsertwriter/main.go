@@ -34,7 +34,6 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
 )
 
@@ -208,8 +207,6 @@ func write(ctx context.Context, cat *sqlcat.Catalog, ident table.Identifier, pau
 	if dur > 0 {
 		deadline = time.After(dur)
 	}
-	spec := tbl.Spec()
-	partitioned := spec.NumFields() > 0
 	base := time.Now().Unix() * 1000
 	var commits, conflicts int
 	var total time.Duration
@@ -237,7 +234,7 @@ loop:
 		id := ids[i%len(ids)]
 		version := base + int64(i)
 		t0 := time.Now()
-		attempts, loadDur, err := upsert(ctx, cat, ident, id, oracle[id].t, version, partitioned)
+		attempts, loadDur, err := upsert(ctx, cat, ident, id, oracle[id].t, version)
 		d := time.Since(t0)
 		if err != nil {
 			failed = fmt.Errorf("commit %d failed after %s, %d attempts: %w", i, d, attempts, err)
@@ -301,53 +298,18 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // upsert commits a new version of row id (a data file) and an equality
 // delete of its old version on event_id (with event_time when partitioned).
-func upsert(ctx context.Context, cat *sqlcat.Catalog, ident table.Identifier, id int64, ts arrow.Timestamp, version int64, partitioned bool) (int, time.Duration, error) {
+func upsert(ctx context.Context, cat *sqlcat.Catalog, ident table.Identifier, id int64, ts arrow.Timestamp, version int64) (int, time.Duration, error) {
 	l0 := time.Now()
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {
 		return 0, 0, err
 	}
 	loadDur := time.Since(l0)
-	dataRec, err := gen.UpsertRows(tbl, []int64{id}, []arrow.Timestamp{ts}, version)
+	ids, times := []int64{id}, []arrow.Timestamp{ts}
+	data, dels, err := gen.WriteUpsert(ctx, tbl, ids, times, version, ids, times)
 	if err != nil {
 		return 0, loadDur, err
 	}
-	defer dataRec.Release()
-	delCols := []string{gen.ColEventID}
-	if partitioned {
-		delCols = append(delCols, gen.ColEventTime)
-	}
-	delRec, err := gen.KeyRows(tbl, delCols, []int64{id}, []arrow.Timestamp{ts})
-	if err != nil {
-		return 0, loadDur, err
-	}
-	defer delRec.Release()
-	txn := tbl.NewTransaction()
-	dels, err := txn.WriteEqualityDeletes(ctx, []int{tbl.Schema().Field(0).ID},
-		func(yield func(arrow.RecordBatch, error) bool) { yield(delRec, nil) })
-	if err != nil {
-		return 0, loadDur, err
-	}
-	var data []iceberg.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, dataRec.Schema(), func(yield func(arrow.RecordBatch, error) bool) { yield(dataRec, nil) }) {
-		if err != nil {
-			return 0, loadDur, err
-		}
-		data = append(data, df)
-	}
-	for attempt := 1; ; attempt++ {
-		txn := tbl.NewTransaction()
-		if err := txn.NewRowDelta(nil).AddRows(data...).AddDeletes(dels...).Commit(ctx); err != nil {
-			return attempt, loadDur, err
-		}
-		if _, err = txn.Commit(ctx); err == nil {
-			return attempt, loadDur, nil
-		}
-		if !commitconflict.Is(err) || attempt > 50 {
-			return attempt, loadDur, err
-		}
-		if tbl, err = cat.LoadTable(ctx, ident); err != nil {
-			return attempt, loadDur, err
-		}
-	}
+	attempts, err := gen.CommitRowDelta(ctx, tbl, func() (*table.Table, error) { return cat.LoadTable(ctx, ident) }, data, dels)
+	return attempts, loadDur, err
 }
