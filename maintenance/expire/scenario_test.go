@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
@@ -519,15 +519,9 @@ func TestUnverifiableAfterCommitKeepsThePlannedFiles(t *testing.T) {
 // main, expiry lands within 3 retries (the writer's appends do not make
 // its plan stale), and every snapshot left reads, with the writer's rows.
 func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a writer for a few seconds")
-	}
 	ctx := context.Background()
-	f := newTable(t, 40, 10, 0, nil)
-	other := f.handle(t)
-	stop := make(chan struct{})
 	var appended atomic.Int64
-	writerErr := gen.Loop(stop, 0, func(i int) error {
+	f, deleted := expireBesideWriter(t, func(f *fixture, other *sqlcat.Catalog, i int) error {
 		tbl, err := other.LoadTable(ctx, f.opt.Identifier())
 		if err == nil {
 			_, err = gen.Append(ctx, tbl, f.opt, 1, 1000+i)
@@ -539,36 +533,6 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 		}
 		return err
 	})
-	time.Sleep(200 * time.Millisecond)
-	cfg := strictConfig()
-	cfg.CommitRetries = 3
-	head, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer head.Close()
-	deleted := 0
-	for run := range 3 {
-		tbl := f.reload(t)
-		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if plan.Empty() {
-			t.Fatalf("run %d: nothing to expire beside the writer", run)
-		}
-		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}, Head: head})
-		if err != nil || !res.Committed || res.CommitRetries > 3 {
-			t.Fatalf("run %d: %v (%+v)", run, err, res)
-		}
-		t.Logf("run %d: %d retries, %d snapshots expired, %d files deleted", run, res.CommitRetries, res.SnapshotsExpired(), res.FilesDeleted())
-		deleted += res.FilesDeleted()
-		time.Sleep(100 * time.Millisecond)
-	}
-	close(stop)
-	if err := <-writerErr; err != nil {
-		t.Fatal(err)
-	}
 	if deleted == 0 {
 		t.Fatal("no run deleted a file (the expired snapshots' manifest lists)")
 	}
@@ -577,15 +541,7 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 	if want := int64(f.opt.RowsPerAppend) * (int64(f.opt.Appends) + appended.Load()); err != nil || rows != want {
 		t.Fatalf("%d rows after expiry beside the writer (%v); want %d", rows, err, want)
 	}
-	snaps := testenv.VerifyAll(t, strings.TrimPrefix(after.MetadataLocation(), "file://"))
-	if len(snaps) != len(after.Metadata().Snapshots()) {
-		t.Fatalf("the verifier read %d snapshots, the metadata lists %d", len(snaps), len(after.Metadata().Snapshots()))
-	}
-	for _, s := range snaps {
-		if s.Error != "" {
-			t.Fatalf("snapshot %s does not read: %s", s.SnapshotID, s.Error)
-		}
-	}
+	everySnapshotReads(t, after)
 }
 
 // Beside an upsert writer (per commit a data file with a new version of a
@@ -594,17 +550,10 @@ func TestExpiryLandsBesideABackToBackWriter(t *testing.T) {
 // snapshot left reads, and the current one holds each row once, an
 // upserted row at the writer's last version of it.
 func TestExpiryLandsBesideAnUpsertWriter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a writer for a few seconds")
-	}
 	ctx := context.Background()
-	f := newTable(t, 40, 10, 0, nil)
-	other := f.handle(t)
-	reload := func() (*table.Table, error) { return other.LoadTable(ctx, f.opt.Identifier()) }
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	versions := map[int64]int64{} // event_id -> the last version committed
-	writerErr := gen.Loop(stop, 0, func(i int) error {
+	versions := map[int64]int64{} // event_id -> the last version committed; the writer's only
+	f, deleted := expireBesideWriter(t, func(f *fixture, other *sqlcat.Catalog, i int) error {
+		reload := func() (*table.Table, error) { return other.LoadTable(ctx, f.opt.Identifier()) }
 		tbl, err := reload()
 		if err != nil {
 			return err
@@ -618,42 +567,10 @@ func TestExpiryLandsBesideAnUpsertWriter(t *testing.T) {
 			_, err = gen.CommitRowDelta(ctx, tbl, reload, data, dels)
 		}
 		if err == nil {
-			mu.Lock()
 			versions[id] = version
-			mu.Unlock()
 		}
 		return err
 	})
-	time.Sleep(300 * time.Millisecond)
-	cfg := strictConfig()
-	cfg.CommitRetries = 3
-	head, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer head.Close()
-	deleted := 0
-	for run := range 3 {
-		tbl := f.reload(t)
-		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if plan.Empty() {
-			t.Fatalf("run %d: nothing to expire beside the writer", run)
-		}
-		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}, Head: head})
-		if err != nil || !res.Committed || res.CommitRetries > 3 {
-			t.Fatalf("run %d: %v (%+v)", run, err, res)
-		}
-		t.Logf("run %d: %d retries, %d snapshots expired, %d files deleted", run, res.CommitRetries, res.SnapshotsExpired(), res.FilesDeleted())
-		deleted += res.FilesDeleted()
-		time.Sleep(100 * time.Millisecond)
-	}
-	close(stop)
-	if err := <-writerErr; err != nil {
-		t.Fatal(err)
-	}
 	if deleted == 0 || len(versions) == 0 {
 		t.Fatalf("%d files deleted, %d rows upserted: the test tried nothing", deleted, len(versions))
 	}
@@ -685,9 +602,64 @@ func TestExpiryLandsBesideAnUpsertWriter(t *testing.T) {
 	if want := f.opt.Appends * f.opt.RowsPerAppend; len(seen) != want {
 		t.Fatalf("%d rows after expiry beside the upsert writer, want %d", len(seen), want)
 	}
-	snaps := testenv.VerifyAll(t, strings.TrimPrefix(after.MetadataLocation(), "file://"))
-	if len(snaps) != len(after.Metadata().Snapshots()) {
-		t.Fatalf("the verifier read %d snapshots, the metadata lists %d", len(snaps), len(after.Metadata().Snapshots()))
+	everySnapshotReads(t, after)
+}
+
+// expireBesideWriter runs expiry 3 times on a table of 400 rows while a
+// writer (commit, called back to back on a catalog of its own until the
+// runs end) commits, each run on a fresh plan with 3 commit retries at
+// most; it returns the table and the files the runs deleted.
+func expireBesideWriter(t *testing.T, commit func(f *fixture, other *sqlcat.Catalog, i int) error) (f *fixture, deleted int) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a writer for a few seconds")
+	}
+	f = newTable(t, 40, 10, 0, nil)
+	other := f.handle(t)
+	stop := make(chan struct{})
+	writerErr := gen.Loop(stop, 0, func(i int) error { return commit(f, other, i) })
+	defer func() {
+		close(stop)
+		if err := <-writerErr; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	ctx := context.Background()
+	cfg := strictConfig()
+	cfg.CommitRetries = 3
+	head, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer head.Close()
+	for run := range 3 {
+		tbl := f.reload(t)
+		plan, err := PlanTable(ctx, tbl, cfg, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Empty() {
+			t.Fatalf("run %d: nothing to expire beside the writer", run)
+		}
+		res, err := Execute(ctx, f.cat, tbl, plan, cfg, Options{Deleter: &localDeleter{}, Head: head})
+		if err != nil || !res.Committed || res.CommitRetries > 3 {
+			t.Fatalf("run %d: %v (%+v)", run, err, res)
+		}
+		t.Logf("run %d: %d retries, %d snapshots expired, %d files deleted", run, res.CommitRetries, res.SnapshotsExpired(), res.FilesDeleted())
+		deleted += res.FilesDeleted()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return f, deleted
+}
+
+// everySnapshotReads checks with the row verifier that every snapshot the
+// table's metadata lists reads.
+func everySnapshotReads(t *testing.T, tbl *table.Table) {
+	t.Helper()
+	snaps := testenv.VerifyAll(t, strings.TrimPrefix(tbl.MetadataLocation(), "file://"))
+	if len(snaps) != len(tbl.Metadata().Snapshots()) {
+		t.Fatalf("the verifier read %d snapshots, the metadata lists %d", len(snaps), len(tbl.Metadata().Snapshots()))
 	}
 	for _, s := range snaps {
 		if s.Error != "" {
