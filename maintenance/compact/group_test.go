@@ -241,3 +241,21 @@ func TestKnobValidation(t *testing.T) {
 		t.Errorf("valid knobs refused: %v", err)
 	}
 }
+
+// Each group holds exactly its files, split or not: the groups are what a
+// run keeps of every input until it commits, so no spare capacity that
+// append left in the candidates rides along.
+func TestSplitPartitionGroupsHoldNoSpareCapacity(t *testing.T) {
+	const mib = 1 << 20
+	cands := make([]table.FileScanTask, 0, 64)
+	for i := range 40 {
+		cands = append(cands, task(t, fmt.Sprintf("f%d", i), 4*mib, 1000, 0))
+	}
+	for _, cfg := range []Config{{MaxConcurrentGroups: 1}, {MaxConcurrentGroups: 2, MaxFileGroupInputFiles: 15}} {
+		for i, g := range splitPartition(cands, 128*mib, cfg) {
+			if cap(g) != len(g) {
+				t.Errorf("max_concurrent_groups %d: group %d holds %d files in room for %d", cfg.MaxConcurrentGroups, i, len(g), cap(g))
+			}
+		}
+	}
+}

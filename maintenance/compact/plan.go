@@ -238,23 +238,12 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		// Counted first so the candidates, which one group holds until
-		// the run commits, take no more than they need.
-		candidate := func(t table.FileScanTask) bool {
-			return sizeCandidate(cfg, sizes, t.File.FileSizeBytes()) || deleteLaden(cfg, t)
-		}
-		n := 0
-		for _, t := range b.tasks {
-			if candidate(t) {
-				n++
-			}
-		}
-		cands := make([]table.FileScanTask, 0, n)
+		var cands []table.FileScanTask
 		var bytes int64
 		for _, t := range b.tasks {
-			if candidate(t) {
+			if sz := t.File.FileSizeBytes(); sizeCandidate(cfg, sizes, sz) || deleteLaden(cfg, t) {
 				cands = append(cands, t)
-				bytes += t.File.FileSizeBytes()
+				bytes += sz
 			}
 		}
 		reason, skip := selectPartition(cfg, sizes, cands, bytes)
@@ -475,7 +464,11 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		n = max(n, (len(cands)+maxFiles-1)/maxFiles)
 	}
 	if n <= 1 {
-		return [][]table.FileScanTask{cands}
+		// A copy at its exact size (slices.Clone rounds up to the
+		// allocator's size class): cands grew by append (or is the
+		// partition's whole list), and the group is what the run holds of
+		// every input until it commits.
+		return [][]table.FileScanTask{append(make([]table.FileScanTask, 0, len(cands)), cands...)}
 	}
 	// Largest first into the lightest group with room for the file, in
 	// files and in bytes (a file larger than max_file_group_size goes
@@ -510,8 +503,7 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		load[g] += sz
 		count[g]++
 	}
-	// Each group at its exact size: the groups are what the run holds of
-	// every input until it commits.
+	// Each group at its exact size, as above.
 	out := make([][]table.FileScanTask, len(load))
 	for g := range out {
 		out[g] = make([]table.FileScanTask, 0, count[g])
@@ -553,7 +545,7 @@ func outputRatio(meta table.Metadata, snap *table.Snapshot) float64 {
 // deleteLaden applies iceberg-go's candidate rules for deletes: too many
 // delete files, or too many rows shadowed by file-scoped deletes.
 func deleteLaden(cfg Config, t table.FileScanTask) bool {
-	if len(taskDeletes(t)) >= cfg.DeleteFileThreshold {
+	if len(t.DeleteFiles)+len(t.EqualityDeleteFiles)+len(t.DeletionVectorFiles) >= cfg.DeleteFileThreshold {
 		return true
 	}
 	if cfg.DeleteRatioThreshold <= 0 || t.File.Count() <= 0 {
