@@ -84,7 +84,7 @@ func (r *Runner) compact(ctx context.Context, tbl *table.Table, cfg compact.Conf
 	if plan.Empty() {
 		return Outcome{Status: StatusNotDue, Reason: compact.ReasonNothingToWrite, Compact: rep}
 	}
-	opts := compact.Options{Logger: r.log, Allocator: r.writeAlloc, Head: r.metaLoc}
+	opts := compact.Options{Logger: r.log, Allocator: r.writeAlloc, Head: r.metaLoc, Swap: r.swap}
 	if req.shared {
 		name := strings.Join(tbl.Identifier(), ".")
 		opts.RunID = uuid.NewString()

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
 	"github.com/iceberg-maintainer/maintainer/internal/objstore"
 	"github.com/iceberg-maintainer/maintainer/lock"
 	"github.com/iceberg-maintainer/maintainer/maintenance/compact"
@@ -93,6 +94,9 @@ type Runner struct {
 	// metaLoc names a table's metadata file without loading it (nil: the
 	// catalog does not say).
 	metaLoc orphans.MetadataLocator
+	// swap commits compaction rewrites by compare-and-set on the
+	// catalog's pointer (nil: through the catalog).
+	swap metacommit.Swapper
 	// neighbours is the pass's listing of the catalog's tables for the
 	// orphan task's shared-location check.
 	neighbours *orphans.Listing
@@ -145,6 +149,13 @@ type Deps struct {
 	// waits for the other writer's next commit. nil: the catalog does not
 	// say.
 	MetadataLocator orphans.MetadataLocator
+	// Swapper moves a table's pointer in the catalog's own records from
+	// one metadata file to the next by compare-and-set (the SQL catalog's
+	// iceberg_tables row): a compaction commit then lands on the metadata
+	// it was built on, without the catalog parsing the table again, and a
+	// lost attempt removes its metadata file (internal/metacommit). nil:
+	// every commit goes through the catalog.
+	Swapper metacommit.Swapper
 	// PassLength bounds how long the listing of the catalog's tables (the
 	// orphan task's shared-location check) is shared by the tables of a
 	// pass: it is made on first need and made again once older. The
@@ -186,7 +197,7 @@ func NewRunner(d Deps) *Runner {
 	r := &Runner{cat: d.Catalog, props: d.CatalogProps, s3: d.S3, policy: d.Policy, selected: d.Selected,
 		locker: d.Locker, lockKey: d.LockKey, lockOpts: lock.Options{TTL: d.LockTTL, Wait: d.LockWait, Logger: d.Logger},
 		state: d.State, metrics: d.Metrics, log: d.Logger, now: d.Now, writeAlloc: d.WriteAlloc,
-		metaLoc: d.MetadataLocator, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
+		metaLoc: d.MetadataLocator, swap: d.Swapper, neighbours: orphans.NewListing(d.Catalog, d.MetadataLocator, d.PassLength, d.Now),
 		running: newRunningTasks(), progressEvery: d.ProgressInterval, assist: d.Assist, sharing: newLastLoads[bool](sharingMemory, d.Now),
 		policies: newLastLoads[Policy](d.PassLength, d.Now)}
 	d.Metrics.WatchRunning(r.Running)

@@ -304,6 +304,10 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	}
 	if rows != nil {
 		deps.MetadataLocator = rows
+		// Commits by compare-and-set on the dialects the tests run.
+		if d := strings.ToLower(catalogProps(cfg.Catalog)["sql.dialect"]); d == "sqlite" || d == "postgres" {
+			deps.Swapper = rows
+		}
 	}
 	if l := glueLocator(ctx, cfg.Catalog, s3, log); l != nil {
 		deps.MetadataLocator = l

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,16 +28,7 @@ import (
 // parallel share the database, and so do writers.
 func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "catalog.db")
-	gcat, err := gen.OpenSQLiteCatalog(ctx, "demo", db, filepath.Join(dir, "warehouse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := gen.Create(ctx, gcat, gen.Options{Namespace: "ns", Table: "t", Appends: 1, RowsPerAppend: 10, Partitions: 1, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	gcat.Close()
+	db, _ := sqliteTable(t)
 
 	cat, err := openCatalog(ctx, config.CatalogConfig{
 		Name: "demo", Type: config.CatalogSQL, URI: "file:" + filepath.ToSlash(db),
@@ -51,25 +45,7 @@ func TestSQLiteCatalogCommitWaitsForAnotherWriter(t *testing.T) {
 	}
 
 	// Another connection holds the write lock for a moment.
-	other, err := sql.Open(sqliteshim.ShimName, "file:"+filepath.ToSlash(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	released := make(chan error, 1)
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		_, err := conn.ExecContext(ctx, "ROLLBACK")
-		released <- err
-	}()
+	released := holdWriteLock(t, db, 500*time.Millisecond)
 
 	tx := tbl.NewTransaction()
 	if err := tx.SetProperties(iceberg.Properties{"maintainer.test": "waited"}); err != nil {
@@ -103,4 +79,79 @@ func TestStatusNamesThePartitionsOutsideCompactWhere(t *testing.T) {
 	if want := "partitions          5 (4 need no compaction, 1 left to compact)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
 	}
+}
+
+// The maintainer's own connection to a SQLite catalog (the rows it reads,
+// compaction's compare-and-set commit) waits for another connection's
+// write lock too: a compare-and-set refused with SQLITE_BUSY would be a
+// commit of unknown outcome, failing the run.
+func TestSQLiteRowsSwapWaitsForAnotherWriter(t *testing.T) {
+	ctx := t.Context()
+	db, from := sqliteTable(t)
+	rows := catalogRows(config.CatalogConfig{
+		Name: "demo", Type: config.CatalogSQL, URI: "file:" + filepath.ToSlash(db),
+		Props:    map[string]string{"sql.driver": sqliteshim.ShimName, "sql.dialect": "sqlite"},
+		Requests: catalogcall.DefaultConfig(),
+	}, slog.New(slog.DiscardHandler))
+	if rows == nil {
+		t.Fatal("no direct reader of the SQLite catalog's rows")
+	}
+	defer rows.Close()
+
+	released := holdWriteLock(t, db, 500*time.Millisecond)
+	ident := table.Identifier{"ns", "t"}
+	ok, err := rows.SwapMetadataLocation(ctx, ident, from, from+".next")
+	if err != nil || !ok {
+		t.Fatalf("compare-and-set while another connection held the write lock: %v, %v", ok, err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rows.MetadataLocation(ctx, ident); err != nil || got != from+".next" {
+		t.Errorf("row at %q (%v) after the compare-and-set", got, err)
+	}
+}
+
+// holdWriteLock takes the write lock of the SQLite database db on a
+// connection of its own and releases it after d; the channel receives the
+// release's error.
+func holdWriteLock(t *testing.T, db string, d time.Duration) <-chan error {
+	t.Helper()
+	other, err := sql.Open(sqliteshim.ShimName, "file:"+filepath.ToSlash(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	conn, err := other.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(d)
+		_, err := conn.ExecContext(context.Background(), "ROLLBACK")
+		released <- errors.Join(err, conn.Close())
+	}()
+	return released
+}
+
+// sqliteTable creates a SQLite catalog "demo" holding the table ns.t and
+// returns the database's path and the table's metadata location.
+func sqliteTable(t *testing.T) (db, metadata string) {
+	t.Helper()
+	dir := t.TempDir()
+	db = filepath.Join(dir, "catalog.db")
+	gcat, err := gen.OpenSQLiteCatalog(t.Context(), "demo", db, filepath.Join(dir, "warehouse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gcat.Close()
+	tbl, err := gen.Create(t.Context(), gcat, gen.Options{Namespace: "ns", Table: "t", Appends: 1, RowsPerAppend: 10, Partitions: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tbl.MetadataLocation()
 }

@@ -2,7 +2,9 @@
 // without loading any table: a table's metadata location (to name the file
 // of a table that cannot be loaded, and to decide whether it can overlap
 // another table's location) and the catalog names that have tables (to say
-// why a selection matched nothing).
+// why a selection matched nothing). It also moves a table's row from one
+// metadata file to the next by compare-and-set, the catalog's commit
+// (internal/metacommit).
 package sqlcatalog
 
 import (
@@ -86,6 +88,38 @@ func (r *Rows) MetadataLocation(ctx context.Context, ident table.Identifier) (st
 		return "", fmt.Errorf("read the metadata location of %s from iceberg_tables: %w", strings.Join(ident, "."), err)
 	}
 	return loc.String, nil
+}
+
+// SwapMetadataLocation points ident's row at the metadata file to if, and
+// only if, it points at from now, as iceberg-go's SQL catalog commits (the
+// previous location becomes from). It reports whether the row moved: false
+// means another commit moved it first (or the table is gone), and nothing
+// changed. An error leaves the outcome unknown: the statement may have
+// been applied before the answer was lost.
+func (r *Rows) SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error) {
+	if len(ident) < 2 {
+		return false, fmt.Errorf("swap the metadata location of %q: not a table identifier", strings.Join(ident, "."))
+	}
+	ns := ident[:len(ident)-1]
+	q := fmt.Sprintf("UPDATE iceberg_tables SET metadata_location = %s, previous_metadata_location = %s "+
+		"WHERE catalog_name = %s AND table_name = %s AND table_namespace IN (%s, %s) AND metadata_location = %s",
+		r.placeholder(1), r.placeholder(2), r.placeholder(3), r.placeholder(4), r.placeholder(5), r.placeholder(6), r.placeholder(7))
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	res, err := r.db.ExecContext(ctx, q, to, from, r.catalog, ident[len(ident)-1], strings.Join(ns, "."), encodedNamespace(ns), from)
+	if err != nil {
+		return false, fmt.Errorf("swap the metadata location of %s in iceberg_tables from %s to %s: %w", strings.Join(ident, "."), from, to, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("swap the metadata location of %s in iceberg_tables from %s to %s: rows affected: %w", strings.Join(ident, "."), from, to, err)
+	}
+	if n > 1 {
+		// Both namespace keys held the table with the same file: the
+		// catalog's rows are inconsistent, and the commit is not trusted.
+		return false, fmt.Errorf("swap the metadata location of %s in iceberg_tables moved %d rows, not one", strings.Join(ident, "."), n)
+	}
+	return n == 1, nil
 }
 
 // CatalogNames are the distinct catalog names that have rows in

@@ -3,8 +3,11 @@ package sqlcatalog
 import (
 	"context"
 	"errors"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +46,23 @@ func TestRowsPostgres(t *testing.T) {
 // testRows: the rows give a table's metadata location (also for a
 // namespace stored in iceberg-go's encoded form) without loading it, "" for
 // a table that does not exist, and the catalog names that have tables.
+// copyFile copies a local metadata file named by its file:// URL.
+func copyFile(from, to string) error {
+	src, err := url.Parse(from)
+	if err != nil {
+		return err
+	}
+	dst, err := url.Parse(to)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src.Path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst.Path, b, 0o644)
+}
+
 func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
 	ctx := t.Context()
 	var want []string
@@ -71,6 +91,34 @@ func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
 	if got, err := rows.MetadataLocation(ctx, table.Identifier{"db", "none"}); err != nil || got != "" {
 		t.Errorf("a table that does not exist: %q, %v; want \"\"", got, err)
 	}
+	// The swap moves a row only from the file it points at now, and
+	// iceberg-go's catalog then loads the table from the new one.
+	next := strings.Replace(want[1], "00000-", "00001-", 1)
+	if err := copyFile(want[1], next); err != nil {
+		t.Fatal(err)
+	}
+	ident := table.Identifier{"a.b", "c", "t"}
+	if ok, err := rows.SwapMetadataLocation(ctx, ident, next, want[1]); err != nil || ok {
+		t.Errorf("swap from a file the row does not point at: %v, %v; want false, nil", ok, err)
+	}
+	if got, _ := rows.MetadataLocation(ctx, ident); got != want[1] {
+		t.Errorf("a refused swap moved the row to %q", got)
+	}
+	if ok, err := rows.SwapMetadataLocation(ctx, ident, want[1], next); err != nil || !ok {
+		t.Errorf("swap from the current file: %v, %v; want true, nil", ok, err)
+	}
+	if got, _ := rows.MetadataLocation(ctx, ident); got != next {
+		t.Errorf("after the swap the row points at %q, want %q", got, next)
+	}
+	if tbl, err := cat.LoadTable(ctx, ident); err != nil || tbl.MetadataLocation() != next {
+		t.Errorf("iceberg-go loads the swapped table from %v (%v), want %q", tbl, err, next)
+	}
+	if got, _ := rows.MetadataLocation(ctx, table.Identifier{"db", "t"}); got != want[0] {
+		t.Errorf("the swap moved another table's row to %q", got)
+	}
+	if ok, err := rows.SwapMetadataLocation(ctx, table.Identifier{"db", "none"}, want[0], next); err != nil || ok {
+		t.Errorf("swap of a table that does not exist: %v, %v; want false, nil", ok, err)
+	}
 	names, err := rows.CatalogNames(ctx)
 	if err != nil || !slices.Equal(names, []string{"prod"}) {
 		t.Errorf("catalog names %v, %v; want [prod]", names, err)
@@ -83,6 +131,9 @@ func testRows(t *testing.T, cat *sqlcat.Catalog, driver, dialect, uri string) {
 	}
 	if _, err := rows.CatalogNames(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("catalog names past the timeout: %v, want a deadline error", err)
+	}
+	if _, err := rows.SwapMetadataLocation(ctx, ident, next, want[1]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("swap past the timeout: %v, want a deadline error", err)
 	}
 	rows.Timeout = 0
 	if _, err := Open("x", "oracle", "", "prod"); err == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
 	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
 )
 
 // The rewrite snapshot of a batch is written here, not by iceberg-go's
@@ -162,7 +163,13 @@ func (e *executor) commitSnapshot(ctx context.Context, snap table.Snapshot) (*ta
 		table.AssertTableUUID(meta.TableUUID()),
 		table.AssertRefSnapshotID(table.MainBranch, snap.ParentSnapshotID),
 	}
-	newMeta, newLoc, err := cat.CommitTable(ctx, e.current.Identifier(), reqs, updates)
+	var newMeta table.Metadata
+	var newLoc string
+	if e.opts.Swap != nil && metacommit.Version(e.current.MetadataLocation()) >= 0 {
+		newMeta, newLoc, err = metacommit.Commit(ctx, e.opts.Swap, e.current, reqs, updates)
+	} else {
+		newMeta, newLoc, err = cat.CommitTable(ctx, e.current.Identifier(), reqs, updates)
+	}
 	if err != nil {
 		if isDefiniteFailure(err) {
 			e.removeList(snap.ManifestList)

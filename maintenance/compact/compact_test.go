@@ -16,8 +16,12 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
+	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
@@ -624,6 +628,65 @@ func TestUnknownCommitOutcomeKeepsWrittenFiles(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// flakySwap answers a compare-and-set with a lost connection, after
+// optionally applying it.
+type flakySwap struct {
+	real  metacommit.Swapper
+	apply bool
+}
+
+func (s flakySwap) SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error) {
+	if s.apply {
+		if ok, err := s.real.SwapMetadataLocation(ctx, ident, from, to); err != nil || !ok {
+			return ok, err
+		}
+	}
+	return false, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+}
+
+// The same for a compare-and-set commit (SQL catalogs): an update without
+// an answer is never a conflict, the files stay, and the run finds out by
+// re-loading whether it landed.
+func TestUnknownSwapOutcomeKeepsWrittenFiles(t *testing.T) {
+	for _, landed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			ctx := context.Background()
+			f := newTable(t, 10, 100, 1)
+			rows, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			cfg := testConfig()
+			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := parquetFiles(t, f.dir)
+			res, err := Execute(ctx, f.cat, f.tbl, plan, cfg, Options{Swap: flakySwap{real: rows, apply: landed}})
+			if after := parquetFiles(t, f.dir); len(after) != len(before)+1 {
+				t.Fatalf("%d parquet files on disk, %d before: the written file must be kept", len(after), len(before))
+			}
+			tbl := f.reload(t)
+			if rows, sum := checksum(t, tbl); rows != f.rows || sum != f.sum {
+				t.Fatalf("rows %d, want %d", rows, f.rows)
+			}
+			if landed {
+				if err != nil || len(res.Commits) != 1 || tbl.CurrentSnapshot().SnapshotID != res.Commits[0] {
+					t.Fatalf("the commit landed: want success with its snapshot, got %v %+v", err, res)
+				}
+				return
+			}
+			if !errors.Is(err, ErrCommitUnknown) || len(res.Commits) != 0 || res.CommitRetries != 0 {
+				t.Fatalf("want ErrCommitUnknown, no commit and no retry, got %v %+v", err, res)
+			}
+			if tbl.CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
+				t.Fatal("a snapshot was committed")
+			}
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
@@ -62,6 +63,11 @@ type Options struct {
 	// conflict starts right after the other writer's next commit
 	// (internal/turn); nil: retries back off.
 	Head turn.HeadReader
+	// Swap commits a v1 or v2 rewrite by compare-and-set on the
+	// catalog's pointer, on the metadata the rewrite was built on
+	// (internal/metacommit), instead of the catalog's commit, which
+	// parses the table again first; nil: the catalog's commit.
+	Swap metacommit.Swapper
 }
 
 // Result is what a compaction run did.

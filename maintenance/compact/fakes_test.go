@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +11,11 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
+	"github.com/iceberg-maintainer/maintainer/internal/sqlcatalog"
+	"github.com/iceberg-maintainer/maintainer/internal/sqliteuri"
 )
 
 // Test fakes: each wraps a real part of compaction (a path, the table's IO,
@@ -218,6 +224,32 @@ func (c *commitHook) LoadTable(ctx context.Context, id table.Identifier) (*table
 		return nil, err
 	}
 	return c.table(tbl), nil
+}
+
+// swapper is the SQL catalog's compare-and-set (Options.Swap) of f's
+// table, with c's hook run ahead of each swap as ahead of each commit.
+func (c *commitHook) swapper(t *testing.T, f *fixture) metacommit.Swapper {
+	t.Helper()
+	rows, err := sqlcatalog.Open(sqliteshim.ShimName, "sqlite", sqliteuri.DSN(filepath.Join(f.dir, "cat.db")), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rows.Close() })
+	return hookedSwap{c: c, rows: rows}
+}
+
+type hookedSwap struct {
+	c    *commitHook
+	rows *sqlcatalog.Rows
+}
+
+func (h hookedSwap) SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error) {
+	attempt := h.c.attempts
+	h.c.attempts++
+	if err := h.c.before(attempt); err != nil {
+		return false, err
+	}
+	return h.rows.SwapMetadataLocation(ctx, ident, from, to)
 }
 
 func (c *commitHook) CommitTable(ctx context.Context, id table.Identifier, reqs []table.Requirement, ups []table.Update) (table.Metadata, string, error) {

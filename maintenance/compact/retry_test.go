@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,27 +153,33 @@ func (u *upserter) commit(ctx context.Context, ids []int64, fresh int64, insert 
 	return nil
 }
 
+// retryCase is a change another writer commits while a compaction's first
+// attempt is under way.
+type retryCase struct {
+	name   string
+	props  map[string]string
+	change func(t *testing.T, f *fixture, u *upserter)
+	// landed: groups committed; conflict: groups that must not be.
+	landed, conflict int
+	// rebuilt: the retry builds the rewrite again instead of
+	// re-applying it.
+	rebuilt bool
+	// deleted: the victim row is deleted (an equality delete) before
+	// the plan.
+	deleted bool
+}
+
 // Between the rewrite and its commit, another writer commits one change;
 // the compaction's commit conflicts, checks only what that writer
 // committed, and lands the groups the change leaves alone on the new base.
-// Rows are those the writer left, none lost, none back.
+// Rows are those the writer left, none lost, none back. Each case runs
+// committed through the catalog and by the SQL catalog's compare-and-set,
+// which also leaves no metadata file of its lost attempt.
 func TestRetryAfterConcurrentChange(t *testing.T) {
 	// Appends 0, 2, 4, ... are in the first day partition, 1, 3, ... in the
 	// second: a row of append 0 is in the first group.
 	victim := gen.EventID(0, 0)
-	cases := []struct {
-		name   string
-		props  map[string]string
-		change func(t *testing.T, f *fixture, u *upserter)
-		// landed: groups committed; conflict: groups that must not be.
-		landed, conflict int
-		// rebuilt: the retry builds the rewrite again instead of
-		// re-applying it.
-		rebuilt bool
-		// deleted: the victim row is deleted (an equality delete) before
-		// the plan.
-		deleted bool
-	}{
+	cases := []retryCase{
 		{name: "unrelated append", landed: 2, change: func(t *testing.T, f *fixture, _ *upserter) {
 			if _, err := gen.Append(context.Background(), f.reload(t), f.opt, 2, 100); err != nil {
 				t.Fatal(err)
@@ -228,67 +238,110 @@ func TestRetryAfterConcurrentChange(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			f := newTable(t, 12, 50, 2)
-			setProps(t, f, tc.props)
-			if tc.deleted {
-				u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
-				if err := u.remove(ctx, []int64{victim}); err != nil {
-					t.Fatal(err)
-				}
-				f.tbl = f.reload(t)
+		for _, swap := range []bool{false, true} {
+			name := tc.name
+			if swap {
+				name += " committed by compare-and-set" // no brackets: the paths are compared unescaped
 			}
-			cfg := testConfig()
-			cfg.PartialProgress = true // a conflicting group must not take the other down
-			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(plan.Groups) != 2 {
-				t.Fatalf("want 2 groups, got %d", len(plan.Groups))
-			}
-			before := parquetFiles(t, f.dir)
-			u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
-			var want rowSet
-			cat := hookCommits(t, f, func(attempt int) error {
-				if attempt == 0 {
-					tc.change(t, f, u)
-					want = liveRows(t, f.reload(t))
-				}
-				return nil
-			})
-			var logs bytes.Buffer
-			res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			if got := strings.Contains(logs.String(), "building the rewrite again"); got != tc.rebuilt {
-				t.Errorf("rewrite built again: %v, want %v; log:\n%s", got, tc.rebuilt, logs.String())
-			}
-			if tc.conflict > 0 {
-				if !errors.Is(err, ErrConflict) || len(res.GroupsFailed) != tc.conflict {
-					t.Fatalf("want %d group(s) failed with ErrConflict, got %v (result %+v)", tc.conflict, err, res)
-				}
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if res.GroupsCommitted != tc.landed || res.CommitRetries < 1 {
-				t.Fatalf("%d groups committed after %d retries, want %d after a retry", res.GroupsCommitted, res.CommitRetries, tc.landed)
-			}
-			tbl := f.reload(t)
-			sameRows(t, "after compaction", liveRows(t, tbl), want)
-			headAccountsForItself(t, tbl)
-			if tc.name == "equality delete in the same partition" {
-				sameRows(t, "the upsert writer's oracle", liveRows(t, tbl), u.oracle)
-			}
-			// What a conflicting group wrote is gone: every new file on
-			// disk is one a snapshot lists (the writer's superseded files
-			// are listed by the snapshots before its change).
-			listed := referencedFiles(t, tbl)
-			for p := range parquetFiles(t, f.dir) {
-				if !before[p] && !listed[p] {
-					t.Fatalf("stray file left behind: %s", p)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) { retryAfterChange(t, tc, victim, swap) })
+		}
+	}
+}
+
+// retryAfterChange is one case of TestRetryAfterConcurrentChange, committed
+// through the catalog or (swap) by the SQL catalog's compare-and-set.
+func retryAfterChange(t *testing.T, tc retryCase, victim int64, swap bool) {
+	ctx := context.Background()
+	f := newTable(t, 12, 50, 2)
+	setProps(t, f, tc.props)
+	if tc.deleted {
+		u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
+		if err := u.remove(ctx, []int64{victim}); err != nil {
+			t.Fatal(err)
+		}
+		f.tbl = f.reload(t)
+	}
+	cfg := testConfig()
+	cfg.PartialProgress = true // a conflicting group must not take the other down
+	plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Groups) != 2 {
+		t.Fatalf("want 2 groups, got %d", len(plan.Groups))
+	}
+	before := parquetFiles(t, f.dir)
+	u := &upserter{cat: f.cat, ident: f.tbl.Identifier(), oracle: liveRows(t, f.tbl)}
+	var want rowSet
+	cat := hookCommits(t, f, func(attempt int) error {
+		if attempt == 0 {
+			tc.change(t, f, u)
+			want = liveRows(t, f.reload(t))
+		}
+		return nil
+	})
+	var logs bytes.Buffer
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if swap {
+		opts.Swap = cat.swapper(t, f)
+	}
+	res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, opts)
+	if got := strings.Contains(logs.String(), "building the rewrite again"); got != tc.rebuilt {
+		t.Errorf("rewrite built again: %v, want %v; log:\n%s", got, tc.rebuilt, logs.String())
+	}
+	if tc.conflict > 0 {
+		if !errors.Is(err, ErrConflict) || len(res.GroupsFailed) != tc.conflict {
+			t.Fatalf("want %d group(s) failed with ErrConflict, got %v (result %+v)", tc.conflict, err, res)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if res.GroupsCommitted != tc.landed || res.CommitRetries < 1 {
+		t.Fatalf("%d groups committed after %d retries, want %d after a retry", res.GroupsCommitted, res.CommitRetries, tc.landed)
+	}
+	tbl := f.reload(t)
+	sameRows(t, "after compaction", liveRows(t, tbl), want)
+	headAccountsForItself(t, tbl)
+	if tc.name == "equality delete in the same partition" {
+		sameRows(t, "the upsert writer's oracle", liveRows(t, tbl), u.oracle)
+	}
+	// What a conflicting group wrote is gone: every new file on
+	// disk is one a snapshot lists (the writer's superseded files
+	// are listed by the snapshots before its change).
+	listed := referencedFiles(t, tbl)
+	for p := range parquetFiles(t, f.dir) {
+		if !before[p] && !listed[p] {
+			t.Fatalf("stray file left behind: %s", p)
+		}
+	}
+	if swap {
+		// A lost compare-and-set removes its metadata file: each
+		// left is the table's current one or in its log.
+		// (iceberg-go's commit leaves the file of a lost attempt.)
+		noStrayMetadata(t, tbl)
+	}
+}
+
+// noStrayMetadata fails unless every metadata file in tbl's metadata
+// folder is its current one or one its metadata log lists.
+func noStrayMetadata(t *testing.T, tbl *table.Table) {
+	t.Helper()
+	known := map[string]bool{path.Base(tbl.MetadataLocation()): true}
+	for e := range tbl.Metadata().PreviousFiles() {
+		known[path.Base(e.MetadataFile)] = true
+	}
+	u, err := url.Parse(tbl.MetadataLocation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(filepath.Dir(u.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".metadata.json") && !known[e.Name()] {
+			t.Errorf("metadata file %s is neither current nor in the metadata log", e.Name())
+		}
 	}
 }
 
@@ -419,14 +472,16 @@ func sameRowsCount(t *testing.T, f *fixture, added int64) {
 // file about every 200 ms, compaction runs again and again: every run lands
 // within 3 retries, and the rows are the writer's oracle at the end.
 func TestCompactionLandsBesideAFastUpsertWriter(t *testing.T) {
-	landsBesideUpsertWriter(t, 0, func(*Config) {})
+	t.Run("through the catalog", func(t *testing.T) { landsBesideUpsertWriter(t, 0, false, func(*Config) {}) })
+	t.Run("by compare-and-set", func(t *testing.T) { landsBesideUpsertWriter(t, 0, true, func(*Config) {}) })
 }
 
-// The same with partial progress over 4 partitions in 4 commits: each
-// batch lands within 3 retries, the dead deletes of each batch's partitions
-// go with it, and no batch re-reads the table's manifests to find them.
+// The same with partial progress over 4 partitions in 4 commits, each by
+// compare-and-set as on a SQL catalog: each batch lands within 3 retries,
+// the dead deletes of each batch's partitions go with it, and no batch
+// re-reads the table's manifests to find them.
 func TestPartialProgressLandsBesideAFastUpsertWriter(t *testing.T) {
-	dropped := landsBesideUpsertWriter(t, 4, func(c *Config) {
+	dropped := landsBesideUpsertWriter(t, 4, true, func(c *Config) {
 		c.PartialProgress = true
 		c.MaxCommits = 4
 	})
@@ -435,9 +490,10 @@ func TestPartialProgressLandsBesideAFastUpsertWriter(t *testing.T) {
 	}
 }
 
-// landsBesideUpsertWriter runs compaction 5 times beside the writer and
-// returns how many delete files the runs removed.
-func landsBesideUpsertWriter(t *testing.T, parts int, tune func(*Config)) (dropped int) {
+// landsBesideUpsertWriter runs compaction 5 times beside the writer,
+// committing through the catalog or (swap) by the SQL catalog's
+// compare-and-set, and returns how many delete files the runs removed.
+func landsBesideUpsertWriter(t *testing.T, parts int, swap bool, tune func(*Config)) (dropped int) {
 	if testing.Short() {
 		t.Skip("runs a writer for several seconds")
 	}
@@ -506,7 +562,11 @@ func landsBesideUpsertWriter(t *testing.T, parts int, tune func(*Config)) (dropp
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Execute(ctx, cat, cat.table(tbl), plan, cfg, Options{})
+		var opts Options
+		if swap {
+			opts.Swap = cat.swapper(t, f)
+		}
+		res, err := Execute(ctx, cat, cat.table(tbl), plan, cfg, opts)
 		if err != nil {
 			t.Fatalf("run %d: %v (result %+v)", runs, err, res)
 		}

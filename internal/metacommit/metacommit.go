@@ -1,0 +1,175 @@
+// Package metacommit commits an update to a table on the very metadata it
+// was built on: it writes the next metadata file from that base and moves
+// the catalog's pointer to it by compare-and-set. iceberg-go's SQL catalog
+// commit first loads (and parses) the table again to check the
+// requirements on it, and on a large table that parse is a third of an
+// attempt: beside a writer that commits every few hundred milliseconds, an
+// attempt that takes longer than the writer's period never lands. Here the
+// compare-and-set itself is the check (the pointer still names the base, so
+// nothing was committed since), and a lost attempt removes the metadata
+// file it wrote, which iceberg-go's commit leaves behind.
+package metacommit
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/iceberg-maintainer/maintainer/internal/waiting"
+)
+
+// Swapper moves a table's catalog pointer from one metadata file to
+// another if, and only if, it points at the first (sqlcatalog.Rows). False
+// means it did not move; an error leaves the outcome unknown.
+type Swapper interface {
+	SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error)
+}
+
+// ErrUnnumbered: the base's metadata file is not named with a version, so
+// the next file's name cannot follow it; the caller commits through the
+// catalog instead. Nothing was written.
+var ErrUnnumbered = errors.New("the metadata file is not named <version>-<uuid>.metadata.json")
+
+// numbered is the name iceberg-go and Java give a metadata file, with an
+// optional codec (00012-<uuid>.gz.metadata.json); legacy v<N> names too.
+var (
+	numbered = regexp.MustCompile(`^(\d+)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?:\.\w+)?\.metadata\.json$`)
+	legacy   = regexp.MustCompile(`^v(\d+)(?:\.gz)?\.metadata\.json$`)
+)
+
+// Version is the version in a metadata file's name, or -1.
+func Version(location string) int {
+	name := path.Base(location)
+	m := numbered.FindStringSubmatch(name)
+	if m == nil {
+		m = legacy.FindStringSubmatch(name)
+	}
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.Atoi(m[1])
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// Commit applies updates to base's metadata, writes the result as the
+// table's next metadata file and swaps the catalog's pointer from base's
+// file to it. The requirements are checked on base: the swap guarantees the
+// table is still at base when it lands. A refused swap or requirement is a
+// conflict (it wraps table.ErrCommitFailed, and nothing it wrote is left);
+// any other failure after the write may have landed, and its file is kept.
+func Commit(ctx context.Context, sw Swapper, base *table.Table, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	ident, from := base.Identifier(), base.MetadataLocation()
+	name := strings.Join(ident, ".")
+	version := Version(from)
+	if version < 0 {
+		return nil, "", fmt.Errorf("commit to table %s on %s: %w", name, from, ErrUnnumbered)
+	}
+	for _, r := range reqs {
+		if err := r.Validate(base.Metadata()); err != nil {
+			return nil, "", fmt.Errorf("commit to table %s: %w: %w", name, table.ErrCommitFailed, err)
+		}
+	}
+	meta, err := table.UpdateTableMetadata(base.Metadata(), updates, from)
+	if err != nil {
+		return nil, "", fmt.Errorf("commit to table %s: apply the updates to %s: %w", name, from, err)
+	}
+	loc, err := nextLocation(meta, version+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("commit to table %s: name the next metadata file: %w", name, err)
+	}
+	fsys, err := base.FS(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("commit to table %s: file IO: %w", name, err)
+	}
+	wfs, ok := fsys.(iceio.WriteFileIO)
+	if !ok {
+		return nil, "", fmt.Errorf("commit to table %s: its file IO cannot write", name)
+	}
+	codec := meta.Properties().Get(table.MetadataCompressionKey, table.MetadataCompressionDefault)
+	if err := write(wfs, loc, codec, meta); err != nil {
+		// A partial file is no commit's: remove what there is.
+		_ = wfs.Remove(loc)
+		return nil, "", fmt.Errorf("commit to table %s: write metadata file %s: %w", name, loc, err)
+	}
+	swapped, err := swap(ctx, sw, ident, from, loc)
+	if err != nil {
+		return nil, "", fmt.Errorf("commit to table %s, outcome unknown (it may have landed): %w", name, err)
+	}
+	if !swapped {
+		err := fmt.Errorf("commit to table %s: %w: the catalog no longer points at %s", name, table.ErrCommitFailed, from)
+		if rerr := wfs.Remove(loc); rerr != nil {
+			// Unreferenced either way: orphan removal collects it.
+			return nil, "", fmt.Errorf("%w (and removing its metadata file %s failed: %v)", err, loc, rerr)
+		}
+		return nil, "", err
+	}
+	return meta, loc, nil
+}
+
+func swap(ctx context.Context, sw Swapper, ident table.Identifier, from, to string) (bool, error) {
+	defer waiting.Begin(ctx, "catalog: commit table")()
+	return sw.SwapMetadataLocation(ctx, ident, from, to)
+}
+
+// nextLocation names the metadata file of the given version where the
+// table's location provider puts them (write.metadata.path), with the
+// codec's extension, as iceberg-go's catalogs do.
+func nextLocation(meta table.Metadata, version int) (string, error) {
+	provider, err := table.LoadLocationProvider(meta.Location(), meta.Properties())
+	if err != nil {
+		return "", err
+	}
+	return provider.NewTableMetadataFileLocation(version)
+}
+
+// write writes meta as JSON to loc, compressed by codec
+// (write.metadata.compression-codec).
+func write(fs iceio.WriteFileIO, loc, codec string, meta table.Metadata) (err error) {
+	switch codec {
+	case table.MetadataCompressionCodecNone, table.MetadataCompressionCodecGzip, table.MetadataCompressionCodecZstd:
+	default:
+		return fmt.Errorf("unsupported metadata compression codec %q (%s)", codec, table.MetadataCompressionKey)
+	}
+	out, err := fs.Create(loc)
+	if err != nil {
+		return err
+	}
+	defer closeInto(out, &err)
+	var w io.Writer = out
+	switch codec {
+	case table.MetadataCompressionCodecGzip:
+		gz := gzip.NewWriter(out)
+		defer closeInto(gz, &err)
+		w = gz
+	case table.MetadataCompressionCodecZstd:
+		enc, zerr := zstd.NewWriter(out)
+		if zerr != nil {
+			return zerr
+		}
+		defer closeInto(enc, &err)
+		w = enc
+	}
+	return json.NewEncoder(w).Encode(meta)
+}
+
+// closeInto closes c and keeps its error when there was none before: a
+// file whose close failed may not hold what was written.
+func closeInto(c io.Closer, err *error) {
+	if cerr := c.Close(); cerr != nil && *err == nil {
+		*err = cerr
+	}
+}
