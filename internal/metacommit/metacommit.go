@@ -8,6 +8,10 @@
 // compare-and-set itself is the check (the pointer still names the base, so
 // nothing was committed since), and a lost attempt removes the metadata
 // file it wrote, which iceberg-go's commit leaves behind.
+//
+// RemoveDropped does, after any commit the maintainer sends itself, what
+// iceberg-go does only after its transactions' commits: remove the metadata
+// files the commit dropped from the metadata log, when the table asks for it.
 package metacommit
 
 import (
@@ -17,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"path"
 	"regexp"
 	"strconv"
@@ -172,4 +177,35 @@ func closeInto(c io.Closer, err *error) {
 	if cerr := c.Close(); cerr != nil && *err == nil {
 		*err = cerr
 	}
+}
+
+// RemoveDropped removes the metadata files a commit dropped from the
+// table's metadata log (those in base's log that committed's lacks), when
+// committed asks for it (write.metadata.delete-after-commit.enabled), as
+// Iceberg's commits do: such a file is no version of the table any more.
+// The catalog's own commits do it only through iceberg-go's transactions,
+// so each commit the maintainer sends itself calls this once it landed. A
+// file that is already gone is no failure; the other failures are joined
+// (the files stay for orphan removal).
+func RemoveDropped(fs iceio.IO, base, committed table.Metadata) (removed int, err error) {
+	if base == nil || committed == nil ||
+		!committed.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
+		return 0, nil
+	}
+	kept := map[string]bool{}
+	for e := range committed.PreviousFiles() {
+		kept[e.MetadataFile] = true
+	}
+	var errs []error
+	for e := range base.PreviousFiles() {
+		if kept[e.MetadataFile] {
+			continue
+		}
+		if rerr := fs.Remove(e.MetadataFile); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove metadata file %s, dropped from the metadata log: %w", e.MetadataFile, rerr))
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
 }

@@ -3,11 +3,14 @@ package metacommit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -279,5 +282,49 @@ func TestVersion(t *testing.T) {
 		if got := Version(loc); got != want {
 			t.Errorf("Version(%q) = %d, want %d", loc, got, want)
 		}
+	}
+}
+
+// With write.metadata.delete-after-commit.enabled, each commit's dropped
+// log entries are removed: the folder holds the current file and the log,
+// nothing more; without it nothing is removed.
+func TestRemoveDropped(t *testing.T) {
+	for _, enabled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
+			f := newFixture(t, iceberg.Properties{table.MetadataDeleteAfterCommitEnabledKey: strconv.FormatBool(enabled),
+				table.MetadataPreviousVersionsMaxKey: "2"})
+			for i := range 4 {
+				base := f.load(t)
+				meta, _, err := Commit(t.Context(), f.rows, base, nil, setProp("maintainer.test", strconv.Itoa(i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fsys, err := base.FS(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, err := RemoveDropped(fsys, base.Metadata(), meta)
+				if err != nil || (n > 0) != enabled {
+					t.Fatalf("commit %d: removed %d, %v", i, n, err)
+				}
+				// Again: the files are gone, which is no failure.
+				if _, err := RemoveDropped(fsys, base.Metadata(), meta); err != nil {
+					t.Fatalf("removing again: %v", err)
+				}
+			}
+			tbl := f.load(t)
+			want := []string{path.Base(tbl.MetadataLocation())}
+			for e := range tbl.Metadata().PreviousFiles() {
+				want = append(want, path.Base(e.MetadataFile))
+			}
+			got := f.metadataFiles(t)
+			slices.Sort(want)
+			if enabled && !slices.Equal(got, want) {
+				t.Errorf("metadata files %v, want the current one and the log: %v", got, want)
+			}
+			if !enabled && len(got) <= len(want) {
+				t.Errorf("metadata files %v: removed without the property", got)
+			}
+		})
 	}
 }

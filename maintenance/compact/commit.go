@@ -177,6 +177,10 @@ func (e *executor) commitSnapshot(ctx context.Context, snap table.Snapshot) (*ta
 		return nil, fmt.Errorf("commit snapshot %d: %w", snap.SnapshotID, err)
 	}
 	e.current = table.New(e.current.Identifier(), newMeta, newLoc, e.current.FS, cat)
+	if n, err := metacommit.RemoveDropped(e.fs, meta, newMeta); err != nil {
+		e.log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
+			"removed", n, "err", err)
+	}
 	return e.current.SnapshotByID(snap.SnapshotID), nil
 }
 

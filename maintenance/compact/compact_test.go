@@ -690,6 +690,40 @@ func TestUnknownSwapOutcomeKeepsWrittenFiles(t *testing.T) {
 	}
 }
 
+// A table that asks for it (write.metadata.delete-after-commit.enabled)
+// has the metadata files a compaction's commit drops from its metadata log
+// removed, as iceberg-go's own commits do, whichever way it commits.
+func TestCompactionRemovesMetadataDroppedFromTheLog(t *testing.T) {
+	for _, swap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compare-and-set=%v", swap), func(t *testing.T) {
+			ctx := context.Background()
+			f := newTable(t, 12, 50, 2)
+			setProps(t, f, map[string]string{table.MetadataDeleteAfterCommitEnabledKey: "true", table.MetadataPreviousVersionsMaxKey: "3"})
+			testenv.NoStrayMetadata(t, f.tbl) // iceberg-go's commit of the properties removed the older ones
+			cfg := testConfig()
+			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts Options
+			if swap {
+				opts.Swap = hookCommits(t, f, func(int) error { return nil }).swapper(t, f)
+			}
+			if _, err := Execute(ctx, f.cat, f.tbl, plan, cfg, opts); err != nil {
+				t.Fatal(err)
+			}
+			tbl := f.reload(t)
+			if tbl.CurrentSnapshot().Summary.Operation != table.OpReplace {
+				t.Fatalf("head is a %s, want the compaction's replace", tbl.CurrentSnapshot().Summary.Operation)
+			}
+			testenv.NoStrayMetadata(t, tbl)
+			if rows, sum := checksum(t, tbl); rows != f.rows || sum != f.sum {
+				t.Fatalf("rows %d sum %x, want %d %x", rows, sum, f.rows, f.sum)
+			}
+		})
+	}
+}
+
 // An equality delete committed before the plan, whose every target file is
 // rewritten, is dead once the rewrite lands (the new files keep the planned
 // sequence number): the commit drops it and the deleted row stays deleted.

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/url"
-	"os"
-	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/gen"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 )
 
 // Rows as the oracle sees them: event_id -> the columns an upsert changes.
@@ -318,30 +315,7 @@ func retryAfterChange(t *testing.T, tc retryCase, victim int64, swap bool) {
 		// A lost compare-and-set removes its metadata file: each
 		// left is the table's current one or in its log.
 		// (iceberg-go's commit leaves the file of a lost attempt.)
-		noStrayMetadata(t, tbl)
-	}
-}
-
-// noStrayMetadata fails unless every metadata file in tbl's metadata
-// folder is its current one or one its metadata log lists.
-func noStrayMetadata(t *testing.T, tbl *table.Table) {
-	t.Helper()
-	known := map[string]bool{path.Base(tbl.MetadataLocation()): true}
-	for e := range tbl.Metadata().PreviousFiles() {
-		known[path.Base(e.MetadataFile)] = true
-	}
-	u, err := url.Parse(tbl.MetadataLocation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(filepath.Dir(u.Path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".metadata.json") && !known[e.Name()] {
-			t.Errorf("metadata file %s is neither current nor in the metadata log", e.Name())
-		}
+		testenv.NoStrayMetadata(t, tbl)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
@@ -175,6 +176,7 @@ func Execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 		meta, loc, err := cat.CommitTable(ctx, ident, requirements(cur, req), updates(cur))
 		if err == nil {
 			committed, res.MetadataLocation = meta, loc
+			removeDroppedMetadata(ctx, tbl, committed, log)
 			break
 		}
 		switch {
@@ -493,4 +495,20 @@ func (r *refsRequirement) Validate(meta table.Metadata) error {
 // and hadoop catalogs return the latter as plain errors).
 func isConflict(err error) bool {
 	return errors.Is(err, errRefsChanged) || commitconflict.Is(err)
+}
+
+// removeDroppedMetadata removes the metadata files the commit of committed
+// dropped from the metadata log of tbl, the table as loaded, when the
+// table asks for it (metacommit.RemoveDropped); a failure leaves them to
+// the orphan pass.
+func removeDroppedMetadata(ctx context.Context, tbl *table.Table, committed table.Metadata, log *slog.Logger) {
+	fs, err := tbl.FS(ctx)
+	n := 0
+	if err == nil {
+		n, err = metacommit.RemoveDropped(fs, tbl.Metadata(), committed)
+	}
+	if err != nil {
+		log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
+			"removed", n, "err", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/iceberg-maintainer/maintainer/internal/manifestscan"
+	"github.com/iceberg-maintainer/maintainer/internal/testenv"
 	"github.com/iceberg-maintainer/maintainer/internal/validate"
 )
 
@@ -482,4 +483,27 @@ func TestRetainedKeyAgreesWithKey(t *testing.T) {
 	if key("s3a://b/x") != key("s3://b/x") || key("file:///w/x") != key("/w/x") || key("s3://b/x") == key("gs://b/x") {
 		t.Fatal("key does not identify aliases")
 	}
+}
+
+// A table that asks for it (write.metadata.delete-after-commit.enabled)
+// has the metadata files expiry's commit drops from its metadata log
+// removed, as iceberg-go's own commits do; the rows stay.
+func TestExpiryRemovesMetadataDroppedFromTheLog(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 6, 20, 1, map[string]string{table.MetadataDeleteAfterCommitEnabledKey: "true", table.MetadataPreviousVersionsMaxKey: "3"})
+	testenv.NoStrayMetadata(t, f.tbl) // the generator's commits removed theirs
+	before := capture(t, f.tbl, true)
+	plan, err := PlanTable(ctx, f.tbl, strictConfig(), lastTS(f.tbl).Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Empty() {
+		t.Fatal("nothing to expire")
+	}
+	if _, err := Execute(ctx, f.cat, f.tbl, plan, strictConfig(), Options{Deleter: &localDeleter{}}); err != nil {
+		t.Fatal(err)
+	}
+	after := f.reload(t)
+	testenv.NoStrayMetadata(t, after)
+	checkAfter(t, before, after, true)
 }

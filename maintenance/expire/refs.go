@@ -51,7 +51,7 @@ func checkRefs(ctx context.Context, cat TableLoader, ident table.Identifier, com
 			log.Error("ref lost with its snapshot; deleting nothing", "ref", name, "snapshot_id", ref.SnapshotID)
 			continue
 		}
-		if err := restoreRef(ctx, cat, ident, fresh, name, ref); err != nil {
+		if err := restoreRef(ctx, cat, ident, fresh, name, ref, log); err != nil {
 			res.RefsLost = append(res.RefsLost, name)
 			log.Error("ref lost and not restored; deleting nothing", "ref", name, "snapshot_id", ref.SnapshotID, "err", err)
 			continue
@@ -87,7 +87,8 @@ func baseRefs(ctx context.Context, ident table.Identifier, committed table.Metad
 	return maps.Collect(base.Metadata().Refs()), nil
 }
 
-func restoreRef(ctx context.Context, cat TableLoader, ident table.Identifier, fresh *table.Table, name string, ref table.SnapshotRef) error {
+func restoreRef(ctx context.Context, cat TableLoader, ident table.Identifier, fresh *table.Table, name string, ref table.SnapshotRef,
+	log *slog.Logger) error {
 	var maxRefAge, maxSnapAge int64
 	var minKeep int
 	if ref.MaxRefAgeMs != nil {
@@ -101,6 +102,9 @@ func restoreRef(ctx context.Context, cat TableLoader, ident table.Identifier, fr
 	}
 	reqs := []table.Requirement{table.AssertTableUUID(fresh.Metadata().TableUUID()), table.AssertRefSnapshotID(name, nil)}
 	ups := []table.Update{table.NewSetSnapshotRefUpdate(name, ref.SnapshotID, ref.SnapshotRefType, maxRefAge, maxSnapAge, minKeep)}
-	_, _, err := cat.CommitTable(ctx, ident, reqs, ups)
+	committed, _, err := cat.CommitTable(ctx, ident, reqs, ups)
+	if err == nil {
+		removeDroppedMetadata(ctx, fresh, committed, log)
+	}
 	return err
 }

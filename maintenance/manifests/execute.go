@@ -16,6 +16,7 @@ import (
 
 	"github.com/iceberg-maintainer/maintainer/internal/commitconflict"
 	"github.com/iceberg-maintainer/maintainer/internal/manifestlist"
+	"github.com/iceberg-maintainer/maintainer/internal/metacommit"
 	"github.com/iceberg-maintainer/maintainer/internal/tableprops"
 	"github.com/iceberg-maintainer/maintainer/internal/turn"
 )
@@ -321,11 +322,16 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 		_ = wfs.Remove(snap.ManifestList)
 		return fmt.Errorf("%w: stopped: %w", errStage, context.Cause(ctx))
 	}
-	if _, _, err := e.cat.CommitTable(ctx, tbl.Identifier(), reqs, updates); err != nil {
+	committed, _, err := e.cat.CommitTable(ctx, tbl.Identifier(), reqs, updates)
+	if err != nil {
 		if commitconflict.Is(err) {
 			_ = wfs.Remove(snap.ManifestList) // never referenced
 		}
 		return err
+	}
+	if n, err := metacommit.RemoveDropped(wfs, meta, committed); err != nil {
+		e.log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
+			"removed", n, "err", err)
 	}
 	e.res.ManifestsBefore, e.res.ManifestsAfter = len(headList), len(list)
 	e.res.BytesBefore, e.res.BytesAfter = bytesBefore, bytesAfter

@@ -280,3 +280,18 @@ func TestRollsOverInPartitionOrder(t *testing.T) {
 		t.Fatalf("manifests by day %v; want three of the first day, then three of the second", days)
 	}
 }
+
+// A table that asks for it (write.metadata.delete-after-commit.enabled)
+// has the metadata files the rewrite's commit drops from its metadata log
+// removed, as iceberg-go's own commits do.
+func TestRewriteRemovesMetadataDroppedFromTheLog(t *testing.T) {
+	cat, tbl, _ := testenv.GeneratedTable(t, gen.Options{Appends: 6, RowsPerAppend: 5, Partitions: 1,
+		Properties: map[string]string{table.MetadataDeleteAfterCommitEnabledKey: "true", table.MetadataPreviousVersionsMaxKey: "3"}})
+	testenv.NoStrayMetadata(t, tbl) // the generator's commits removed theirs
+	plan, err := PlanTable(t.Context(), tbl, testConfig())
+	if err != nil || plan.Empty() {
+		t.Fatalf("plan: %+v, %v", plan, err)
+	}
+	_, tbl, _ = executeKeepingRows(t, cat, tbl, plan, testConfig())
+	testenv.NoStrayMetadata(t, tbl)
+}
