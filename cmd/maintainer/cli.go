@@ -305,7 +305,7 @@ func (g *globals) setup(ctx context.Context, opts setupOptions) (context.Context
 	if rows != nil {
 		deps.MetadataLocator = rows
 		// Commits by compare-and-set on the dialects the tests run.
-		if d := strings.ToLower(catalogProps(cfg.Catalog)["sql.dialect"]); d == "sqlite" || d == "postgres" {
+		if d := strings.ToLower(cfg.Catalog.Properties()["sql.dialect"]); d == "sqlite" || d == "postgres" {
 			deps.Swapper = rows
 		}
 	}

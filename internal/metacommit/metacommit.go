@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"log/slog"
 	"path"
 	"regexp"
 	"strconv"
@@ -40,6 +41,11 @@ import (
 type Swapper interface {
 	SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error)
 }
+
+// ErrNotSent: the commit stopped before its compare-and-set was sent (its
+// context ended: a lost lease, a shutdown), so it certainly did not land;
+// the metadata file it wrote is removed.
+var ErrNotSent = errors.New("stopped before the compare-and-set was sent, nothing committed")
 
 // ErrUnnumbered: the base's metadata file is not named with a version, so
 // the next file's name cannot follow it; the caller commits through the
@@ -109,6 +115,12 @@ func Commit(ctx context.Context, sw Swapper, base *table.Table, reqs []table.Req
 		// A partial file is no commit's: remove what there is.
 		_ = wfs.Remove(loc)
 		return nil, "", fmt.Errorf("commit to table %s: write metadata file %s: %w", name, loc, err)
+	}
+	if ctx.Err() != nil {
+		// The write may have taken a while; a lease lost meanwhile stops
+		// the commit here, not after it.
+		_ = wfs.Remove(loc)
+		return nil, "", fmt.Errorf("commit to table %s: %w: %w", name, ErrNotSent, context.Cause(ctx))
 	}
 	swapped, err := swap(ctx, sw, ident, from, loc)
 	if err != nil {
@@ -184,28 +196,39 @@ func closeInto(c io.Closer, err *error) {
 // committed asks for it (write.metadata.delete-after-commit.enabled), as
 // Iceberg's commits do: such a file is no version of the table any more.
 // The catalog's own commits do it only through iceberg-go's transactions,
-// so each commit the maintainer sends itself calls this once it landed. A
-// file that is already gone is no failure; the other failures are joined
-// (the files stay for orphan removal).
-func RemoveDropped(fs iceio.IO, base, committed table.Metadata) (removed int, err error) {
+// so each commit the maintainer sends itself calls this once it landed. It
+// stops when ctx ends (a lost lease deletes nothing more). A file already
+// gone is no failure; the other failures are logged, and the files stay
+// for orphan removal. It returns how many files it removed.
+func RemoveDropped(ctx context.Context, fs iceio.IO, base, committed table.Metadata, log *slog.Logger) int {
 	if base == nil || committed == nil ||
 		!committed.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
-		return 0, nil
+		return 0
 	}
 	kept := map[string]bool{}
 	for e := range committed.PreviousFiles() {
 		kept[e.MetadataFile] = true
 	}
 	var errs []error
+	removed := 0
 	for e := range base.PreviousFiles() {
 		if kept[e.MetadataFile] {
 			continue
 		}
-		if rerr := fs.Remove(e.MetadataFile); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove metadata file %s, dropped from the metadata log: %w", e.MetadataFile, rerr))
-			continue
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("stopped before removing %s: %w", e.MetadataFile, context.Cause(ctx)))
+			break
 		}
-		removed++
+		switch err := fs.Remove(e.MetadataFile); {
+		case err == nil:
+			removed++
+		case !errors.Is(err, iofs.ErrNotExist):
+			errs = append(errs, fmt.Errorf("remove metadata file %s: %w", e.MetadataFile, err))
+		}
 	}
-	return removed, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		log.Warn("metadata files the commit dropped from the metadata log were not all removed; the orphan pass will",
+			"removed", removed, "err", err)
+	}
+	return removed
 }

@@ -1,10 +1,12 @@
 package metacommit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path"
@@ -303,13 +305,14 @@ func TestRemoveDropped(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n, err := RemoveDropped(fsys, base.Metadata(), meta)
-				if err != nil || (n > 0) != enabled {
-					t.Fatalf("commit %d: removed %d, %v", i, n, err)
+				var logs bytes.Buffer
+				log := slog.New(slog.NewTextHandler(&logs, nil))
+				if n := RemoveDropped(t.Context(), fsys, base.Metadata(), meta, log); (n > 0) != enabled || logs.Len() > 0 {
+					t.Fatalf("commit %d: removed %d; log: %s", i, n, logs.String())
 				}
 				// Again: the files are gone, which is no failure.
-				if _, err := RemoveDropped(fsys, base.Metadata(), meta); err != nil {
-					t.Fatalf("removing again: %v", err)
+				if n := RemoveDropped(t.Context(), fsys, base.Metadata(), meta, log); n != 0 || logs.Len() > 0 {
+					t.Fatalf("removing again: %d; log: %s", n, logs.String())
 				}
 			}
 			tbl := f.load(t)
@@ -327,4 +330,70 @@ func TestRemoveDropped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A lost lease deletes nothing more: with its context ended RemoveDropped
+// removes no file and says so; the next commit's removal takes them.
+func TestRemoveDroppedStopsWithItsContext(t *testing.T) {
+	f := newFixture(t, iceberg.Properties{table.MetadataDeleteAfterCommitEnabledKey: "true", table.MetadataPreviousVersionsMaxKey: "1"})
+	base := f.load(t)
+	meta, _, err := Commit(t.Context(), f.rows, base, nil, setProp("maintainer.test", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := base.FS(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.metadataFiles(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var logs bytes.Buffer
+	if n := RemoveDropped(ctx, fsys, base.Metadata(), meta, slog.New(slog.NewTextHandler(&logs, nil))); n != 0 {
+		t.Fatalf("removed %d files after the context ended", n)
+	}
+	if after := f.metadataFiles(t); !slices.Equal(after, before) {
+		t.Errorf("metadata files %v, want %v", after, before)
+	}
+	if !strings.Contains(logs.String(), "stopped before removing") {
+		t.Errorf("log does not say the removal stopped: %s", logs.String())
+	}
+	if n := RemoveDropped(t.Context(), fsys, base.Metadata(), meta, slog.New(slog.DiscardHandler)); n == 0 {
+		t.Error("nothing to remove with a live context: the test removes nothing either way")
+	}
+}
+
+// A commit whose context ends before its compare-and-set (a lease lost
+// while the metadata file was written) sends nothing: ErrNotSent, no
+// conflict, no file left, the table where it was.
+func TestCommitStopsBeforeTheSwap(t *testing.T) {
+	f := newFixture(t, nil)
+	base := f.load(t)
+	before := f.metadataFiles(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	sw := countingSwap{Swapper: f.rows}
+	_, _, err := Commit(ctx, &sw, base, nil, setProp("maintainer.test", "1"))
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, context.Canceled) || commitconflict.Is(err) {
+		t.Fatalf("commit with an ended context: %v, want ErrNotSent", err)
+	}
+	if sw.calls != 0 {
+		t.Errorf("the compare-and-set was sent %d times", sw.calls)
+	}
+	if after := f.metadataFiles(t); !slices.Equal(after, before) {
+		t.Errorf("metadata files %v, want %v", after, before)
+	}
+	if got := f.load(t); got.MetadataLocation() != base.MetadataLocation() {
+		t.Errorf("the table moved to %s", got.MetadataLocation())
+	}
+}
+
+type countingSwap struct {
+	Swapper
+	calls int
+}
+
+func (c *countingSwap) SwapMetadataLocation(ctx context.Context, ident table.Identifier, from, to string) (bool, error) {
+	c.calls++
+	return c.Swapper.SwapMetadataLocation(ctx, ident, from, to)
 }

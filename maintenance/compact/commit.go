@@ -129,6 +129,10 @@ func (e *executor) buildOwn(ctx context.Context, batch []groupOutput, batchID st
 	if err == nil {
 		return nil, landed, nil
 	}
+	if errors.Is(err, errStage) { // not sent
+		w.removeAll(e)
+		return nil, nil, err
+	}
 	if !isDefiniteFailure(err) {
 		return nil, nil, err // unknown: what it wrote may be live
 	}
@@ -163,12 +167,22 @@ func (e *executor) commitSnapshot(ctx context.Context, snap table.Snapshot) (*ta
 		table.AssertTableUUID(meta.TableUUID()),
 		table.AssertRefSnapshotID(table.MainBranch, snap.ParentSnapshotID),
 	}
+	if ctx.Err() != nil {
+		// Stopped (a lost lease, shutdown) before sending: nothing to find
+		// out, and nothing of the batch is live.
+		e.removeList(snap.ManifestList)
+		return nil, fmt.Errorf("%w: commit snapshot %d: stopped: %w", errStage, snap.SnapshotID, context.Cause(ctx))
+	}
 	var newMeta table.Metadata
 	var newLoc string
 	if e.opts.Swap != nil && metacommit.Version(e.current.MetadataLocation()) >= 0 {
 		newMeta, newLoc, err = metacommit.Commit(ctx, e.opts.Swap, e.current, reqs, updates)
 	} else {
 		newMeta, newLoc, err = cat.CommitTable(ctx, e.current.Identifier(), reqs, updates)
+	}
+	if errors.Is(err, metacommit.ErrNotSent) {
+		e.removeList(snap.ManifestList)
+		return nil, fmt.Errorf("%w: commit snapshot %d: %w", errStage, snap.SnapshotID, err)
 	}
 	if err != nil {
 		if isDefiniteFailure(err) {
@@ -177,10 +191,7 @@ func (e *executor) commitSnapshot(ctx context.Context, snap table.Snapshot) (*ta
 		return nil, fmt.Errorf("commit snapshot %d: %w", snap.SnapshotID, err)
 	}
 	e.current = table.New(e.current.Identifier(), newMeta, newLoc, e.current.FS, cat)
-	if n, err := metacommit.RemoveDropped(e.fs, meta, newMeta); err != nil {
-		e.log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
-			"removed", n, "err", err)
-	}
+	metacommit.RemoveDropped(ctx, e.fs, meta, newMeta, e.log)
 	return e.current.SnapshotByID(snap.SnapshotID), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -685,6 +686,93 @@ func TestUnknownSwapOutcomeKeepsWrittenFiles(t *testing.T) {
 			}
 			if tbl.CurrentSnapshot().SnapshotID != f.tbl.CurrentSnapshot().SnapshotID {
 				t.Fatal("a snapshot was committed")
+			}
+		})
+	}
+}
+
+// A compare-and-set commit that ends without landing leaves nothing it
+// wrote, whichever way it ends: its lease lost while the first attempt's
+// metadata file is written (the commit stops before it is sent), lost on
+// the retry that re-applies the rewrite after a conflict, or the retries
+// used up against a writer that always wins. The run fails without calling
+// it an unknown outcome, the table is where the other writer left it, and
+// every file on disk that was not there before is one the table references
+// (the rewritten files, manifests, manifest lists and metadata files of a
+// lost attempt are gone).
+func TestSwapCommitThatDoesNotLandLeavesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		conflicts   int // attempts the other writer wins (by committing just before)
+		cancelAt    int // the metadata file written by this attempt ends the lease; -1: never
+		retries     int
+		wantErr     error
+		wantRetries int
+	}{
+		{name: "lease lost on the first attempt", cancelAt: 0, retries: 4},
+		{name: "lease lost on the retry", conflicts: 1, cancelAt: 1, retries: 4, wantRetries: 1},
+		{name: "retries used up", conflicts: 3, cancelAt: -1, retries: 2, wantErr: ErrConflict, wantRetries: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f := newTable(t, 10, 100, 1)
+			cat := hookCommits(t, f, func(attempt int) error {
+				if attempt < tc.conflicts {
+					if _, err := gen.Append(context.Background(), f.reload(t), f.opt, 1, 100+attempt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return nil
+			})
+			written := 0
+			cat.wrapIO = func(fs iceio.WriteFileIO) iceio.IO {
+				return &faultyIO{WriteFileIO: fs, created: func(path string) {
+					if strings.HasSuffix(path, ".metadata.json") {
+						if written == tc.cancelAt {
+							cancel()
+						}
+						written++
+					}
+				}}
+			}
+			cfg := testConfig()
+			cfg.CommitRetries = tc.retries
+			plan, err := PlanTable(ctx, f.tbl, cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := testenv.Files(t, f.dir)
+			res, err := Execute(ctx, cat, cat.table(f.tbl), plan, cfg, Options{Swap: cat.swapper(t, f)})
+			if err == nil || errors.Is(err, ErrCommitUnknown) || len(res.Commits) != 0 || res.CommitRetries != tc.wantRetries ||
+				tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("%v, %d retries, %d commits; want a failure (%v) after %d retries that is not an unknown outcome",
+					err, res.CommitRetries, len(res.Commits), tc.wantErr, tc.wantRetries)
+			}
+			tbl := f.reload(t)
+			if got := tbl.CurrentSnapshot().Summary.Operation; got != table.OpAppend {
+				t.Fatalf("head is a %s, want the other writer's append", got)
+			}
+			live := referencedFiles(t, tbl)
+			live[strings.TrimPrefix(tbl.MetadataLocation(), "file://")] = true
+			for e := range tbl.Metadata().PreviousFiles() {
+				live[strings.TrimPrefix(e.MetadataFile, "file://")] = true
+			}
+			fs := mustFS(t, tbl)
+			for _, snap := range tbl.Metadata().Snapshots() {
+				live[strings.TrimPrefix(snap.ManifestList, "file://")] = true
+				manifests, err := snap.Manifests(fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range manifests {
+					live[strings.TrimPrefix(m.FilePath(), "file://")] = true
+				}
+			}
+			for _, p := range testenv.Files(t, f.dir) {
+				if !slices.Contains(before, p) && !live[p] && filepath.Base(p) != "cat.db-wal" && filepath.Base(p) != "cat.db-shm" {
+					t.Errorf("left behind: %s", p)
+				}
 			}
 		})
 	}

@@ -402,6 +402,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// A cancelled run (lost lease, shutdown) commits nothing more.
+			e.dropStaged(st)
 			for _, out := range batch {
 				e.discard(out, context.Cause(ctx))
 			}
@@ -421,9 +422,11 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 		if len(conflicted) > 0 {
 			// The staged rewrite holds groups that are gone, and the
 			// deletes it removes were dead for all of them.
+			e.dropStaged(st)
 			st, deadKnown = nil, false
 		}
 		if kept := e.dropLost(batch); len(kept) < len(batch) {
+			e.dropStaged(st)
 			batch, st, deadKnown = kept, nil, false // st holds groups that are gone
 			if len(batch) == 0 {
 				return
@@ -438,6 +441,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 			// Nothing was sent: reading the new snapshots or writing the
 			// rewrite's metadata failed (the error names the file), which
 			// is no conflict and which no retry mends.
+			e.dropStaged(st)
 			for _, out := range batch {
 				e.discard(out, err)
 			}
@@ -462,6 +466,7 @@ func (e *executor) commit(ctx context.Context, batch []groupOutput) (landed bool
 			continue
 		}
 		if isDefiniteFailure(err) {
+			e.dropStaged(st)
 			for _, out := range batch {
 				e.discard(out, fmt.Errorf("%w: gave up after %d attempts: %v", ErrConflict, attempt+1, err))
 			}
@@ -511,6 +516,7 @@ func (e *executor) attempt(ctx context.Context, batch []groupOutput, batchID str
 		return nil, fmt.Errorf("%w: %w", errStage, err)
 	}
 	if len(still) != len(*dead) {
+		e.dropStaged(*st)
 		*st = nil // it removes a delete file that is live again, or gone
 	}
 	*dead = still
@@ -520,6 +526,7 @@ func (e *executor) attempt(ctx context.Context, batch []groupOutput, batchID str
 			return snap, err
 		}
 		e.log.Info("building the rewrite again on the new base", "err", err)
+		e.dropStaged(*st)
 		*st = nil
 	}
 	next, snap, err := e.build(ctx, batch, batchID, *dead)

@@ -123,9 +123,18 @@ type faultyIO struct {
 	iceio.WriteFileIO
 	openFails func(path string, opened int) error
 	readFails func(path string, off int64, n int) error
+	// created, when set, sees the path of every file created.
+	created func(path string)
 
 	mu     sync.Mutex
 	opened map[string]int
+}
+
+func (f *faultyIO) Create(path string) (iceio.FileWriter, error) {
+	if f.created != nil {
+		f.created(path)
+	}
+	return f.WriteFileIO.Create(path)
 }
 
 func (f *faultyIO) Open(path string) (iceio.File, error) {

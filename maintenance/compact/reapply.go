@@ -204,10 +204,23 @@ func writeManifestList(fs iceio.WriteFileIO, snap table.Snapshot, list []iceberg
 	return manifestlist.Write(fs, &snap, 2, 0, list) // only v2 is re-applied (stage)
 }
 
+// dropStaged removes the manifests written for st's snapshot when the
+// rewrite gives it up: every attempt that sent it was refused, so nothing
+// references them. Those of a snapshot iceberg-go staged are known only
+// once resolved; unresolved, they are left to the orphan pass.
+func (e *executor) dropStaged(st *stagedRewrite) {
+	if st == nil || !st.resolved {
+		return
+	}
+	for _, m := range st.own {
+		e.removeList(m.FilePath())
+	}
+}
+
 func (e *executor) removeList(path string) {
 	if wfs, ok := e.fs.(iceio.WriteFileIO); ok {
 		if err := wfs.Remove(path); err != nil {
-			e.log.Warn("could not remove a manifest list this run wrote; the orphan pass will", "path", path, "err", err)
+			e.log.Warn("could not remove a manifest or manifest list this run wrote; the orphan pass will", "path", path, "err", err)
 		}
 	}
 }

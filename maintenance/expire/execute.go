@@ -499,16 +499,12 @@ func isConflict(err error) bool {
 
 // removeDroppedMetadata removes the metadata files the commit of committed
 // dropped from the metadata log of tbl, the table as loaded, when the
-// table asks for it (metacommit.RemoveDropped); a failure leaves them to
-// the orphan pass.
+// table asks for it (metacommit.RemoveDropped).
 func removeDroppedMetadata(ctx context.Context, tbl *table.Table, committed table.Metadata, log *slog.Logger) {
 	fs, err := tbl.FS(ctx)
-	n := 0
-	if err == nil {
-		n, err = metacommit.RemoveDropped(fs, tbl.Metadata(), committed)
-	}
 	if err != nil {
-		log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
-			"removed", n, "err", err)
+		log.Warn("metadata files the commit dropped from the metadata log were not removed; the orphan pass will", "err", err)
+		return
 	}
+	metacommit.RemoveDropped(ctx, fs, tbl.Metadata(), committed, log)
 }

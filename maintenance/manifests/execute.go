@@ -329,10 +329,7 @@ func (e *executor) commit(ctx context.Context, tbl *table.Table, out *written, a
 		}
 		return err
 	}
-	if n, err := metacommit.RemoveDropped(wfs, meta, committed); err != nil {
-		e.log.Warn("could not remove metadata files the commit dropped from the metadata log; the orphan pass will",
-			"removed", n, "err", err)
-	}
+	metacommit.RemoveDropped(ctx, wfs, meta, committed, e.log)
 	e.res.ManifestsBefore, e.res.ManifestsAfter = len(headList), len(list)
 	e.res.BytesBefore, e.res.BytesAfter = bytesBefore, bytesAfter
 	e.res.ManifestsReplaced, e.res.ManifestsWritten = len(out.replaced), len(out.manifests)
