@@ -40,6 +40,10 @@ func pages() map[string][]byte {
 		"3.9MiB, far matches":   repeated(r, 3990<<10),
 		"6MiB, far matches":     repeated(r, 6<<20),
 		"4MiB+5, text repeated": bytes.Repeat(text.Bytes(), 5)[:4<<20+5],
+		// Longer than the level's window: the encoder's history moves
+		// down mid-page, at a point its buffer's size sets.
+		"12MiB, far matches": repeated(r, 12<<20),
+		"20MiB, text":        bytes.Repeat(text.Bytes(), 21)[:20<<20],
 	}
 }
 
@@ -145,6 +149,56 @@ func TestEncodersBusyAtOnceAreKept(t *testing.T) {
 	}
 	if c.built != len(busy) {
 		t.Fatalf("built %d encoders for %d busy at once twice, want %d", c.built, len(busy), len(busy))
+	}
+}
+
+// A page waits while as many pages as the codec encodes at once are being
+// encoded, and many writers at once build no more encoders than that.
+func TestPagesWaitForAFreeEncoder(t *testing.T) {
+	base, _ := compress.GetCodec(compress.Codecs.Zstd)
+	if own, ok := base.(*Codec); ok {
+		base = own.base
+	}
+	c, err := newCodec(base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := pages()["text, 1MiB"]
+	want := base.EncodeLevel(nil, src, 3)
+	c.slots <- struct{}{} // two pages being encoded
+	c.slots <- struct{}{}
+	done := make(chan []byte, 1)
+	go func() { done <- c.EncodeLevel(nil, src, 3) }()
+	select {
+	case <-done:
+		t.Fatal("a third page was encoded while two were")
+	case <-time.After(200 * time.Millisecond):
+	}
+	<-c.slots
+	select {
+	case got := <-done:
+		if !bytes.Equal(got, want) {
+			t.Fatal("the page that waited differs from arrow-go's")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the page still waits after an encoder came free")
+	}
+	<-c.slots
+
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 4 {
+				if got := c.EncodeLevel(nil, src, 3); !bytes.Equal(got, want) {
+					t.Error("a concurrent page differs from arrow-go's")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if c.built > 2 || c.kept() > 2 {
+		t.Fatalf("16 writers at once built %d encoders and keep %d; want at most 2", c.built, c.kept())
 	}
 }
 
