@@ -57,7 +57,7 @@ func expectLive(t *testing.T, f *fixture, g Group, what string) {
 	for _, df := range liveDataFiles(t, f.reload(t)) {
 		live[df.FilePath()] = true
 	}
-	for _, tk := range g.tasks {
+	for _, tk := range g.files.tasks() {
 		if !live[tk.File.FilePath()] {
 			t.Errorf("%s of the %s partition was rewritten", tk.File.FilePath(), what)
 		}

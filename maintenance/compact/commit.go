@@ -104,10 +104,10 @@ func (e *executor) buildOwn(ctx context.Context, batch []groupOutput, batchID st
 	g := gone{data: map[string]int{}, deletes: map[string]int{}}
 	var added []iceberg.DataFile
 	for _, out := range batch {
-		for _, t := range out.g.tasks {
+		for t := range out.g.files.all() {
 			g.data[t.File.FilePath()] = 0
 		}
-		for _, dv := range table.CollectSafeDeletionVectors(out.g.tasks) {
+		for _, dv := range safeDeletionVectors(out.g) {
 			g.deletes[dv.FilePath()] = 0
 		}
 		added = append(added, out.files...)

@@ -93,7 +93,7 @@ func TestOwnCommitKeepsUntouchedEntries(t *testing.T) {
 			}
 			snap := after.CurrentSnapshot()
 			rewritten := map[string]bool{}
-			for _, tk := range plan.Groups[0].tasks {
+			for _, tk := range plan.Groups[0].files.tasks() {
 				rewritten[tk.File.FilePath()] = true
 			}
 			got := entriesOf(t, after, snap)

@@ -120,7 +120,7 @@ func (d *directTable) groupReason(g *Group) string {
 	if g.SpecID != d.spec.ID() {
 		return fmt.Sprintf("files of partition spec %d", g.SpecID)
 	}
-	for _, t := range g.tasks {
+	for t := range g.files.all() {
 		switch {
 		case t.File.FileFormat() != iceberg.ParquetFile:
 			return fmt.Sprintf("%s file %s", t.File.FileFormat(), t.File.FilePath())
@@ -251,14 +251,14 @@ type inputFile struct {
 // receiver releases each file it took; stop ends the reading ahead and
 // releases what was read and not taken. A file that fails to open is the
 // last sent.
-func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, mem memory.Allocator, tasks []table.FileScanTask) (files <-chan *inputFile, stop func()) {
+func (d *directTable) inputs(ctx context.Context, fs iceio.IO, wholeMax int64, mem memory.Allocator, tasks *fileList) (files <-chan *inputFile, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan *inputFile, readAhead-1) // and one being opened
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(ch)
-		for _, t := range tasks {
+		for t := range tasks.all() {
 			if ctx.Err() != nil {
 				return
 			}
@@ -384,10 +384,10 @@ func (r *directRewriter) rewrite(ctx context.Context, in *groupInput) (files []i
 	if r.mode == modeCopy {
 		readMem = &d.pages
 	}
-	inputs, stop := d.inputs(ctx, r.fs, r.wholeMax, readMem, g.tasks)
+	inputs, stop := d.inputs(ctx, r.fs, r.wholeMax, readMem, g.files)
 	defer stop()
 	var fit fitSchema
-	for range g.tasks {
+	for range g.files.len() {
 		f, ok := <-inputs
 		if !ok {
 			return nil, rowsRead, context.Cause(ctx)
@@ -757,7 +757,7 @@ func (d *directTable) newPath(g *Group) (string, error) {
 	n := d.files.Add(1)
 	name := fmt.Sprintf("%05d-%d-%s-%05d.parquet", 0, n, d.writeUUID, 1)
 	props := d.meta.Properties()
-	if part := partitionPath(d.spec, d.meta.CurrentSchema(), g.tasks[0].File.Partition()); part != "" {
+	if part := partitionPath(d.spec, d.meta.CurrentSchema(), g.files.partition); part != "" {
 		root, err := url.Parse(d.meta.Location())
 		if err != nil {
 			return "", fmt.Errorf("table location %q: %w", d.meta.Location(), err)
@@ -802,7 +802,7 @@ func (d *directTable) dataFile(ctx context.Context, fs iceio.IO, path string, g 
 	part := map[int]any{}
 	logical := map[int]string{}
 	for _, f := range d.spec.Fields() {
-		part[f.FieldID] = g.tasks[0].File.Partition()[f.FieldID]
+		part[f.FieldID] = g.files.partition[f.FieldID]
 		if src, ok := sc.FindFieldByID(f.SourceID()); ok {
 			if lt := avroLogicalType(f.Transform.ResultType(src.Type)); lt != "" {
 				logical[f.FieldID] = lt

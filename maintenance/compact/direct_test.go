@@ -422,7 +422,7 @@ func TestDirectPathFailureMidGroupLeavesNoFiles(t *testing.T) {
 				return errors.New("unreadable (test)")
 			}
 			index := map[string]int{} // the group's files
-			for i, task := range plan.Groups[0].tasks {
+			for i, task := range plan.Groups[0].files.tasks() {
 				index[task.File.FilePath()] = i
 			}
 			fs := &faultyIO{}
@@ -947,24 +947,24 @@ func TestDirectPathDeclinedMidGroupLeavesNoFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Groups) != 1 || len(plan.Groups[0].tasks) != 7 {
+	if len(plan.Groups) != 1 || plan.Groups[0].files.len() != 7 {
 		t.Fatalf("plan %+v; want one group of 7 files", plan.Groups)
 	}
 	// Files of 64 KiB, so that the new file's rows fill some before the
 	// old files are reached.
 	plan.TargetFileSize, plan.MinFileSize, plan.MaxFileSize = 64<<10, 48<<10, 96<<10
 	// The new file first: it fits, the old ones after it do not.
-	tasks := plan.Groups[0].tasks
-	var reordered []table.FileScanTask
+	files := plan.Groups[0].files
+	reordered := newFileList(files.spec, files.partition, files.dels)
 	for _, isOld := range []bool{false, true} {
-		for _, tk := range tasks {
+		for tk := range files.all() {
 			if old[tk.File.FilePath()] == isOld {
-				reordered = append(reordered, tk)
+				reordered.add(tk)
 			}
 		}
 	}
-	copy(tasks, reordered)
-	if old[plan.Groups[0].tasks[0].File.FilePath()] {
+	plan.Groups[0].files = reordered
+	if old[plan.Groups[0].files.tasks()[0].File.FilePath()] {
 		t.Fatal("the new file is not first")
 	}
 	var mu sync.Mutex

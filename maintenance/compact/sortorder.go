@@ -502,16 +502,10 @@ func sortable(sc *iceberg.Schema, name string, col iceberg.NestedField, tr icebe
 	return fmt.Errorf("column %q: sorting by type %s is not supported", name, col.Type)
 }
 
-// candidates is every file of a partition chosen for a sort: as Spark's sort
-// strategy, a sort rewrites all the files of what it selects, so that the
-// partition ends sorted rather than its small files only.
-func (s *sortSpec) candidates(strategy string, all, cands []table.FileScanTask, bytes int64) ([]table.FileScanTask, int64) {
-	if s == nil || strategy != StrategySort {
-		return cands, bytes
-	}
-	bytes = 0
-	for _, t := range all {
-		bytes += t.File.FileSizeBytes()
-	}
-	return all, bytes
+// wholePartition reports whether a partition chosen for a rewrite is
+// rewritten whole: as Spark's sort strategy, a sort rewrites all the files
+// of what it selects, so that the partition ends sorted rather than its
+// small files only.
+func (s *sortSpec) wholePartition(strategy string) bool {
+	return s != nil && strategy == StrategySort
 }

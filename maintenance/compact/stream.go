@@ -3,83 +3,81 @@ package compact
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 )
 
-// Planning holds one scan task per candidate data file until its group is
-// rewritten, so what a task holds is what a large partition costs: a data
-// file as iceberg-go's planner returns it carries its column statistics
-// (sizes, value and null counts, bounds: about 8 KB for 20 columns), which
-// compaction never reads. The tasks are planned without them.
+// Planning sees every live data file of the snapshot once, as a scan task,
+// and keeps what it plans to rewrite packed (fileList). A data file as
+// iceberg-go's planner returns it carries its column statistics (sizes,
+// value and null counts, bounds: about 8 KB for 20 columns), which
+// compaction never reads.
 
-// scanTasks lists the live data files of snap as scan tasks without column
-// statistics, with the delete files that apply to each. A table with no
-// delete manifest, of format v1 or v2, without a row filter, is listed by
-// streaming its data manifests with a projection that never decodes the
-// statistics (there are no deletes to match, nor row ids to inherit), so
-// planning holds at most one entry's statistics at a time; any other goes
-// through iceberg-go's planner, whose tasks are then stripped.
-func scanTasks(ctx context.Context, tbl *table.Table, snap *table.Snapshot, filter iceberg.BooleanExpression) ([]table.FileScanTask, error) {
+// scanTasks calls visit with each live data file of snap as a scan task,
+// with the delete files that apply to it. A table with no delete manifest,
+// of format v1 or v2, without a row filter, is listed by streaming its data
+// manifests with a projection that never decodes the statistics (there are
+// no deletes to match, nor row ids to inherit), so planning holds at most
+// one entry's statistics at a time; any other goes through iceberg-go's
+// planner, whose tasks are held until the last is visited. visit must not
+// keep a task's data file: it is valid only during the call.
+func scanTasks(ctx context.Context, tbl *table.Table, snap *table.Snapshot, filter iceberg.BooleanExpression, visit func(table.FileScanTask)) error {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open table IO: %w", err)
+		return fmt.Errorf("open table IO: %w", err)
 	}
 	manifests, err := snap.Manifests(fs)
 	if err != nil {
-		return nil, planError(ctx, tbl, snap, err)
+		return planError(ctx, tbl, snap, err)
 	}
 	deletes := slices.ContainsFunc(manifests, func(m iceberg.ManifestFile) bool {
 		return m.ManifestContent() == iceberg.ManifestContentDeletes
 	})
 	if deletes || filter != nil || tbl.Metadata().Version() > 2 {
-		return plannedTasks(ctx, tbl, snap, filter)
+		return plannedTasks(ctx, tbl, snap, filter, visit)
 	}
-	var tasks []table.FileScanTask
-	parts := partitions{}
 	for _, m := range manifests {
 		for e, err := range iceberg.EntriesWithProjection(fs, m, true, iceberg.ManifestEntryProjection{}) {
 			if err != nil {
-				return nil, planError(ctx, tbl, snap, fmt.Errorf("read manifest %s: %w", m.FilePath(), err))
+				return planError(ctx, tbl, snap, fmt.Errorf("read manifest %s: %w", m.FilePath(), err))
 			}
 			df := e.DataFile()
 			if df.ContentType() != iceberg.EntryContentData {
-				return nil, fmt.Errorf("read manifest %s: data manifest lists %s file %s", m.FilePath(), df.ContentType(), df.FilePath())
+				return fmt.Errorf("read manifest %s: data manifest lists %s file %s", m.FilePath(), df.ContentType(), df.FilePath())
 			}
-			t := table.FileScanTask{File: parts.slim(df), Start: 0, Length: df.FileSizeBytes()}
+			t := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
 			if seq := e.SequenceNum(); seq >= 0 {
 				t.DataSequenceNumber = &seq
 			}
-			tasks = append(tasks, t)
+			visit(t)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return tasks, nil
+	return nil
 }
 
 // plannedTasks plans through iceberg-go, which matches delete files to
-// data files, and slims the data files of the tasks. The
-// delete files keep theirs: a position delete names its data file by the
-// bounds of its file_path column (referencedPath).
-func plannedTasks(ctx context.Context, tbl *table.Table, snap *table.Snapshot, filter iceberg.BooleanExpression) ([]table.FileScanTask, error) {
+// data files, and visits its tasks. The delete files keep their
+// statistics: a position delete names its data file by the bounds of its
+// file_path column (referencedPath).
+func plannedTasks(ctx context.Context, tbl *table.Table, snap *table.Snapshot, filter iceberg.BooleanExpression, visit func(table.FileScanTask)) error {
 	opts := []table.ScanOption{table.WithSnapshotID(snap.SnapshotID)}
 	if filter != nil {
 		opts = append(opts, table.WithRowFilter(filter))
 	}
 	tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
 	if err != nil {
-		return nil, planError(ctx, tbl, snap, err)
+		return planError(ctx, tbl, snap, err)
 	}
-	parts := partitions{}
 	for i := range tasks {
-		tasks[i].File = parts.slim(tasks[i].File)
+		visit(tasks[i])
+		tasks[i] = table.FileScanTask{} // its statistics can go
 	}
-	return tasks, nil
+	return ctx.Err()
 }
 
 // planError names the file that made planning fail, which iceberg-go's
@@ -91,12 +89,9 @@ func planError(ctx context.Context, tbl *table.Table, snap *table.Snapshot, err 
 	return fmt.Errorf("plan files of snapshot %d: %w", snap.SnapshotID, err)
 }
 
-// slimFile is a candidate data file as compaction holds it from the plan to
-// the commit: what the rewrite paths and the commit read of it. iceberg-go's
-// data file without its statistics still takes about 1.3 KB (two partition
-// maps, name and type maps, decoding state), so 80,000 of them held a
-// hundred MB alive through the run; this takes the path and a few words,
-// and the files of one partition share one partition map.
+// slimFile is a data file as a fileList hands it out: what the rewrite
+// paths and the commit read of it, without column statistics. Its
+// partition map is the list's, shared by every file of it.
 type slimFile struct {
 	path       string
 	format     iceberg.FileFormat
@@ -132,23 +127,3 @@ func (f *slimFile) FirstRowID() *int64                        { return f.firstRo
 func (f *slimFile) ReferencedDataFile() *string               { return nil }
 func (f *slimFile) ContentOffset() *int64                     { return nil }
 func (f *slimFile) ContentSizeInBytes() *int64                { return nil }
-
-// partitions hands out one partition map per partition.
-type partitions map[string]map[int]any
-
-// slim returns df as a slimFile; a delete file is returned as it is.
-func (p partitions) slim(df iceberg.DataFile) iceberg.DataFile {
-	if df.ContentType() != iceberg.EntryContentData {
-		return df
-	}
-	part := df.Partition()
-	key := partitionKey(df.SpecID(), part)
-	shared, ok := p[key]
-	if !ok {
-		shared = maps.Clone(part)
-		p[key] = shared
-	}
-	return &slimFile{path: df.FilePath(), format: df.FileFormat(), partition: shared, count: df.Count(),
-		size: df.FileSizeBytes(), specID: df.SpecID(), sortOrder: df.SortOrderID(), firstRowID: df.FirstRowID(),
-		splits: df.SplitOffsets(), key: df.KeyMetadata()}
-}

@@ -107,7 +107,7 @@ func (e *executor) dropConflicts(ctx context.Context, batch []groupOutput) (ok, 
 	byPartition := map[string][]int{}
 	byDelete := map[string][]int{} // the delete files applied while reading each group
 	for i, out := range batch {
-		for _, t := range out.g.tasks {
+		for t := range out.g.files.all() {
 			byPath[t.File.FilePath()] = i
 			for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
 				if is := byDelete[d.FilePath()]; len(is) == 0 || is[len(is)-1] != i {
