@@ -8,14 +8,10 @@
 // which is churn on the heap, page faults and CPU for nothing. This codec
 // keeps the encoders it made in a plain free list instead, until it has
 // been idle for a while (a long-running serve gives them back between
-// runs). At most one page per processor is encoded at once (New), and
-// every encoder given back is kept, so the free list holds at most that
-// many of each class. Without the bound a goroutine preempted mid-page held
-// its encoder while the next page's writer built another: a run kept about
-// one per page writer (a dozen columns in each of two groups), 20-30 MiB of
-// history windows, for the work of one per processor; a writer now waits
-// for a free encoder, which costs no throughput when every processor is
-// busy anyway. A cap on the free list alone (an earlier try) dropped
+// runs). Every encoder given back is kept: the free list never holds more
+// than were busy at once, which the heap held at that moment anyway, while
+// a cap below that (compaction runs a leaf writer per processor in each of
+// several groups, and a goroutine is often preempted mid-page) dropped
 // encoders all through a run, each rebuilt with its tables and window
 // zeroed. They are built with arrow-go's options, so the bytes written are
 // the same; decoding and streams are arrow-go's own. The best-compression
@@ -39,7 +35,6 @@ package pqzstd
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"time"
 
@@ -51,7 +46,6 @@ import (
 type Codec struct {
 	base  codec         // arrow-go's codec, for everything but block encoding
 	idle  time.Duration // after this long unused, the kept encoders go
-	slots chan struct{} // one per page being encoded: at most cap(slots) at once
 	mu    sync.Mutex
 	free  map[encoderKey][]*zstd.Encoder
 	used  time.Time   // last put
@@ -96,20 +90,13 @@ type codec interface {
 }
 
 // New returns a codec that delegates all but block encoding to base, the
-// codec arrow-go registered for zstd. It encodes as many pages at once as
-// there are processors (GOMAXPROCS, which follows a container's CPU limit).
+// codec arrow-go registered for zstd.
 func New(base compress.Codec) (*Codec, error) {
-	return newCodec(base, runtime.GOMAXPROCS(0))
-}
-
-// newCodec is New encoding at most busy pages at once.
-func newCodec(base compress.Codec, busy int) (*Codec, error) {
 	b, ok := base.(codec)
 	if !ok {
 		return nil, fmt.Errorf("arrow-go's zstd codec %T lacks error-reporting decoding or streams", base)
 	}
-	return &Codec{base: b, idle: idleAfter, slots: make(chan struct{}, max(busy, 1)),
-		free: map[encoderKey][]*zstd.Encoder{}}, nil
+	return &Codec{base: b, idle: idleAfter, free: map[encoderKey][]*zstd.Encoder{}}, nil
 }
 
 // Register installs the codec for zstd in place of arrow-go's. arrow-go's
@@ -147,11 +134,9 @@ func (c *Codec) EncodeLevel(dst, src []byte, l int) []byte {
 		return c.base.EncodeLevel(dst, src, l)
 	}
 	k := keyFor(lv, len(src))
-	c.slots <- struct{}{}
 	enc := c.get(k)
 	out := enc.EncodeAll(src, dst[:0])
 	c.put(k, enc)
-	<-c.slots
 	return out
 }
 

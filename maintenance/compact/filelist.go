@@ -5,7 +5,6 @@ import (
 	"iter"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -238,6 +237,7 @@ type deleteSets struct {
 	files []iceberg.DataFile
 	ids   map[string]int // a set's key -> its id (1-based)
 	sets  []deleteSet
+	key   []byte // scratch: the key of the set being looked up
 }
 
 type deleteSet struct{ pos, eq, dv []iceberg.DataFile }
@@ -250,9 +250,10 @@ func (s *deleteSets) id(t table.FileScanTask) int {
 	if s.index == nil {
 		s.index, s.ids = map[string]int{}, map[string]int{}
 	}
-	var key strings.Builder
+	// The key: each list's length and its files' numbers, as varints.
+	key := s.key[:0]
 	for _, list := range [][]iceberg.DataFile{t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles} {
-		key.WriteString(strconv.Itoa(len(list)))
+		key = binary.AppendUvarint(key, uint64(len(list)))
 		for _, d := range list {
 			k := deleteKey(d)
 			n, ok := s.index[k]
@@ -261,17 +262,16 @@ func (s *deleteSets) id(t table.FileScanTask) int {
 				s.index[k] = n
 				s.files = append(s.files, d)
 			}
-			key.WriteByte(',')
-			key.WriteString(strconv.Itoa(n))
+			key = binary.AppendUvarint(key, uint64(n))
 		}
-		key.WriteByte(';')
 	}
-	if id, ok := s.ids[key.String()]; ok {
+	s.key = key
+	if id, ok := s.ids[string(key)]; ok {
 		return id
 	}
 	set := deleteSet{pos: s.interned(t.DeleteFiles), eq: s.interned(t.EqualityDeleteFiles), dv: s.interned(t.DeletionVectorFiles)}
 	s.sets = append(s.sets, set)
-	s.ids[key.String()] = len(s.sets)
+	s.ids[string(key)] = len(s.sets)
 	return len(s.sets)
 }
 
