@@ -90,7 +90,7 @@ func (l *fileList) add(t table.FileScanTask) {
 		set  bool
 		flag byte
 	}{{so != nil, recSortOrder}, {fr != nil, recFileFirstRowID}, {t.FirstRowID != nil, recTaskFirstRowID},
-		{t.DataSequenceNumber != nil, recDataSequence}, {len(key) > 0, recKeyMetadata}, {splits != nil, recSplits}} {
+		{t.DataSequenceNumber != nil, recDataSequence}, {key != nil, recKeyMetadata}, {splits != nil, recSplits}} {
 		if opt.set {
 			flags |= opt.flag
 		}
@@ -108,7 +108,7 @@ func (l *fileList) add(t table.FileScanTask) {
 	if t.DataSequenceNumber != nil {
 		b = binary.AppendVarint(b, *t.DataSequenceNumber)
 	}
-	if len(key) > 0 {
+	if key != nil {
 		b = binary.AppendUvarint(b, uint64(len(key)))
 		b = append(b, key...)
 	}
@@ -162,6 +162,7 @@ type listReader struct {
 	l    *fileList
 	off  int
 	path []byte
+	set  int // the delete set id of the task read last
 }
 
 func (r *listReader) uvarint() uint64 {
@@ -222,8 +223,8 @@ func (r *listReader) next() table.FileScanTask {
 			f.splits[i] = r.varint()
 		}
 	}
-	if id := r.uvarint(); id > 0 {
-		s := r.l.dels.sets[id-1]
+	if r.set = int(r.uvarint()); r.set > 0 {
+		s := r.l.dels.sets[r.set-1]
 		t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles = s.pos, s.eq, s.dv
 	}
 	return t
@@ -231,7 +232,8 @@ func (r *listReader) next() table.FileScanTask {
 
 // deleteSets interns the delete files of a plan's tasks, and the sets of
 // them each task applies. The sets' slices are shared by every task that
-// applies them: readers must not modify them.
+// applies them: readers must not modify them. Once the plan is made, trim
+// keeps only the sets its groups use.
 type deleteSets struct {
 	index map[string]int // deleteKey -> its number
 	files []iceberg.DataFile
@@ -275,6 +277,26 @@ func (s *deleteSets) id(t table.FileScanTask) int {
 	return len(s.sets)
 }
 
+// trim drops what only planning needed, and every set but those the lists
+// use: the scan saw the delete files of every partition, and a plan keeps
+// only its groups' (iceberg-go's planner hands them out with statistics).
+func (s *deleteSets) trim(lists []*fileList) {
+	used := make([]bool, len(s.sets)+1)
+	for _, l := range lists {
+		r := listReader{l: l}
+		for range l.n {
+			r.next()
+			used[r.set] = true
+		}
+	}
+	for i := range s.sets {
+		if !used[i+1] {
+			s.sets[i] = deleteSet{}
+		}
+	}
+	s.index, s.files, s.ids, s.key = nil, nil, nil, nil
+}
+
 // interned is list with each delete file as first seen (one object per
 // file, whichever task listed it), nil when empty.
 func (s *deleteSets) interned(list []iceberg.DataFile) []iceberg.DataFile {
@@ -292,7 +314,7 @@ func (s *deleteSets) interned(list []iceberg.DataFile) []iceberg.DataFile {
 // its place in the Puffin file, which holds the vectors of many data files.
 func deleteKey(d iceberg.DataFile) string {
 	if off := d.ContentOffset(); off != nil {
-		return d.FilePath() + "#" + strconv.FormatInt(*off, 10)
+		return d.FilePath() + "\x00" + strconv.FormatInt(*off, 10)
 	}
 	return d.FilePath()
 }

@@ -65,8 +65,11 @@ func TestFileListKeepsEveryField(t *testing.T) {
 		if i%3 == 0 {
 			b.SortOrderID(i % 4)
 		}
-		if i%4 == 0 {
+		switch {
+		case i%4 == 0:
 			b.KeyMetadata([]byte{byte(i), 0, 9})
+		case i%8 == 5:
+			b.KeyMetadata([]byte{}) // empty, not absent
 		}
 		if i%6 == 0 {
 			b.FirstRowID(int64(i) * 1e6)
@@ -209,5 +212,45 @@ func TestPlanHoldsTensOfBytesPerFile(t *testing.T) {
 	t.Logf("%d bytes a file", per)
 	if per > 150 {
 		t.Fatalf("the plan holds %d bytes a file, want at most 150", per)
+	}
+}
+
+// A plan's delete sets keep, once trimmed, only the sets its groups' lists
+// use: the delete files of partitions it does not rewrite go.
+func TestDeleteSetsTrimToTheGroups(t *testing.T) {
+	build := func(path string, content iceberg.ManifestEntryContent) iceberg.DataFile {
+		b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, content, path, iceberg.ParquetFile, nil, nil, nil, 10, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Build()
+	}
+	dels := &deleteSets{}
+	kept, dropped := newFileList(0, nil, dels), newFileList(0, nil, dels)
+	eqKept, eqDropped := build("s3://b/eq-kept.parquet", iceberg.EntryContentEqDeletes), build("s3://b/eq-dropped.parquet", iceberg.EntryContentEqDeletes)
+	for i := range 4 {
+		kept.add(table.FileScanTask{File: build(fmt.Sprintf("s3://b/k%d.parquet", i), iceberg.EntryContentData), EqualityDeleteFiles: []iceberg.DataFile{eqKept}})
+		dropped.add(table.FileScanTask{File: build(fmt.Sprintf("s3://b/d%d.parquet", i), iceberg.EntryContentData), EqualityDeleteFiles: []iceberg.DataFile{eqDropped}})
+	}
+	kept.add(table.FileScanTask{File: build("s3://b/k-none.parquet", iceberg.EntryContentData)})
+	dels.trim([]*fileList{kept})
+	if dels.index != nil || dels.files != nil || dels.ids != nil {
+		t.Error("trimmed sets keep planning's index")
+	}
+	var held []string
+	for _, s := range dels.sets {
+		for _, d := range s.eq {
+			held = append(held, d.FilePath())
+		}
+	}
+	if !reflect.DeepEqual(held, []string{"s3://b/eq-kept.parquet"}) {
+		t.Fatalf("trimmed sets hold %v, want the kept list's delete file only", held)
+	}
+	n := 0
+	for tk := range kept.all() {
+		if want := n < 4; want != (len(tk.EqualityDeleteFiles) == 1 && tk.EqualityDeleteFiles[0] == eqKept) {
+			t.Fatalf("task %d of the kept list reads deletes %v after the trim", n, tk.EqualityDeleteFiles)
+		}
+		n++
 	}
 }

@@ -297,6 +297,11 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	// Most files first: the biggest reduction in file count per byte read.
 	slices.SortStableFunc(p.Groups, func(a, b Group) int { return cmp.Compare(b.Files, a.Files) })
 	p.applyBudget(cfg)
+	lists := make([]*fileList, len(p.Groups))
+	for i, g := range p.Groups {
+		lists[i] = g.files
+	}
+	dels.trim(lists)
 
 	if cfg.RemoveDeadDeletes && len(p.Groups) > 0 {
 		if p.DeadDeletes, err = deadDeletes(ctx, tbl, snap, p.rewrittenPaths); err != nil {

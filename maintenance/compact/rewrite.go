@@ -329,9 +329,13 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 	return files, readRows, nil
 }
 
-// readChunk is how many of a group's tasks one scan reads: a scan holds the
-// tasks it is given, decoded, and reads their position deletes up front.
-const readChunk = 4096
+// readChunk is how many of a group's tasks one scan reads. A scan holds the
+// tasks it is given, decoded (a few hundred bytes each), and loads the
+// delete files they apply anew: a delete file that applies to files of
+// several chunks is read once per chunk. Most groups are one chunk. An
+// error setting up a later chunk comes through the records, after files
+// were written: the group fails as on any read error, its files removed.
+const readChunk = 16384
 
 // readTasks reads the rows of files through scan, readChunk tasks at a time,
 // in the list's order.
