@@ -174,13 +174,10 @@ func (r *listReader) uvarint() uint64 {
 	return v
 }
 
+// varint undoes binary.AppendVarint's zig-zag encoding.
 func (r *listReader) varint() int64 {
-	v, n := binary.Varint(r.l.buf[r.off:])
-	if n <= 0 {
-		panic("compact: malformed file list")
-	}
-	r.off += n
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *listReader) bytes(n int) []byte {

@@ -2,7 +2,9 @@ package compact
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -252,5 +254,24 @@ func TestDeleteSetsTrimToTheGroups(t *testing.T) {
 			t.Fatalf("task %d of the kept list reads deletes %v after the trim", n, tk.EqualityDeleteFiles)
 		}
 		n++
+	}
+}
+
+// The reader's signed numbers decode what binary.AppendVarint wrote, at
+// both ends of the range and around zero.
+func TestListReaderVarints(t *testing.T) {
+	want := []int64{0, 1, -1, 63, -64, 64, 1 << 40, -(1 << 40), math.MaxInt64, math.MinInt64}
+	var buf []byte
+	for _, v := range want {
+		buf = binary.AppendVarint(buf, v)
+	}
+	r := listReader{l: &fileList{buf: buf}}
+	for _, v := range want {
+		if got := r.varint(); got != v {
+			t.Errorf("varint: got %d, want %d", got, v)
+		}
+	}
+	if r.off != len(buf) {
+		t.Errorf("read %d bytes of %d", r.off, len(buf))
 	}
 }
