@@ -16,9 +16,9 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/iceberg-maintainer/maintainer/internal/procstat"
 )
 
 func init() {
@@ -43,30 +43,21 @@ func memtrace(dir string) {
 	for range time.Tick(100 * time.Millisecond) {
 		metrics.Read(s)
 		live := s[2].Value.Uint64()
+		rss, _ := procstat.Bytes(procstat.Self, "VmRSS")
 		fmt.Fprintf(out, "%d\t%.1f\t%.1f\t%.1f\t%.1f\n", time.Since(start).Milliseconds(),
-			mib(s[0].Value.Uint64()), mib(live), mib(s[1].Value.Uint64()), mib(rss()))
+			mib(s[0].Value.Uint64()), mib(live), mib(s[1].Value.Uint64()), mib(rss))
 		if live > peak+peak/20 {
 			peak = live
 			var b bytes.Buffer
-			if err := pprof.Lookup("heap").WriteTo(&b, 0); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, "heap-peak.pprof"), b.Bytes(), 0o644)
+			err := pprof.Lookup("heap").WriteTo(&b, 0)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "heap-peak.pprof"), b.Bytes(), 0o644)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "memtrace: heap profile:", err)
 			}
 		}
 	}
 }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
-
-func rss() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n << 10
-		}
-	}
-	return 0
-}

@@ -83,19 +83,16 @@ func (l *fileList) add(t table.FileScanTask) {
 	b = binary.AppendVarint(b, t.Start)
 	b = binary.AppendVarint(b, t.Length)
 
-	var flags byte
 	so, fr := f.SortOrderID(), f.FirstRowID()
 	key, splits := f.KeyMetadata(), f.SplitOffsets()
-	for _, opt := range []struct {
-		set  bool
-		flag byte
-	}{{so != nil, recSortOrder}, {fr != nil, recFileFirstRowID}, {t.FirstRowID != nil, recTaskFirstRowID},
-		{t.DataSequenceNumber != nil, recDataSequence}, {key != nil, recKeyMetadata}, {splits != nil, recSplits}} {
-		if opt.set {
-			flags |= opt.flag
+	flag := func(set bool, f byte) byte {
+		if set {
+			return f
 		}
+		return 0
 	}
-	b = append(b, flags)
+	b = append(b, flag(so != nil, recSortOrder)|flag(fr != nil, recFileFirstRowID)|flag(t.FirstRowID != nil, recTaskFirstRowID)|
+		flag(t.DataSequenceNumber != nil, recDataSequence)|flag(key != nil, recKeyMetadata)|flag(splits != nil, recSplits))
 	if so != nil {
 		b = binary.AppendVarint(b, int64(*so))
 	}
@@ -143,16 +140,6 @@ func (l *fileList) all() iter.Seq[table.FileScanTask] {
 			}
 		}
 	}
-}
-
-// tasks returns every task, for the callers that need them at once
-// (iceberg-go's commit of a batch).
-func (l *fileList) tasks() []table.FileScanTask {
-	out := make([]table.FileScanTask, 0, l.n)
-	for t := range l.all() {
-		out = append(out, t)
-	}
-	return out
 }
 
 // listReader decodes a list's records in turn. The list is this package's

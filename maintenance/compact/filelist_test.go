@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -274,4 +275,9 @@ func TestListReaderVarints(t *testing.T) {
 	if r.off != len(buf) {
 		t.Errorf("read %d bytes of %d", r.off, len(buf))
 	}
+}
+
+// tasks returns every task of the list at once, for tests.
+func (l *fileList) tasks() []table.FileScanTask {
+	return slices.Collect(l.all())
 }
