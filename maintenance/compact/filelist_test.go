@@ -281,3 +281,76 @@ func TestListReaderVarints(t *testing.T) {
 func (l *fileList) tasks() []table.FileScanTask {
 	return slices.Collect(l.all())
 }
+
+// While it decides, planning keeps of each partition only the files it may
+// rewrite (all of them for a sort that rewrites partitions whole, none of a
+// partition written too recently), and still counts every file: on a table
+// of millions of files, most of them compacted, what it holds is its
+// candidates.
+func TestPlanningKeepsOnlyCandidates(t *testing.T) {
+	ctx := context.Background()
+	f := newTable(t, 24, 50, 3)
+	live := liveDataFiles(t, f.tbl)
+	sizes := make([]int64, len(live))
+	for i, df := range live {
+		sizes[i] = df.FileSizeBytes()
+	}
+	slices.Sort(sizes)
+	median := sizes[len(sizes)/2]
+	cfg := testConfig()
+	cfg.TargetFileSize, cfg.MinFileSize, cfg.MaxFileSize = median, median, 4*median
+	small, all := map[string]int{}, map[string]int{}
+	var anyKey string
+	for _, df := range live {
+		key := partitionKey(df.SpecID(), df.Partition())
+		all[key]++
+		if df.FileSizeBytes() < median {
+			small[key]++
+		}
+		anyKey = key
+	}
+	if n := len(live) - sumValues(small); n == 0 || n == len(live) {
+		t.Fatalf("%d of %d files in the size range: want some of each", n, len(live))
+	}
+
+	for _, tc := range []struct {
+		name   string
+		whole  bool
+		recent map[string]bool
+		want   func(key string) int
+	}{
+		{"small files", false, nil, func(k string) int { return small[k] }},
+		{"whole partitions", true, nil, func(k string) int { return all[k] }},
+		{"a recent partition", false, map[string]bool{anyKey: true}, func(k string) int {
+			if k == anyKey {
+				return 0
+			}
+			return small[k]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Plan{}
+			p.TargetFileSize, p.MinFileSize, p.MaxFileSize, _ = Sizes(cfg, f.tbl.Properties())
+			snap := f.tbl.CurrentSnapshot()
+			buckets, err := p.scanPartitions(ctx, f.tbl, snap, nil, &deleteSets{}, planKeeps(cfg, p.fileSizes(), tc.whole, tc.recent))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(buckets) != len(all) || p.DataFiles != len(live) {
+				t.Fatalf("%d partitions and %d files counted, want %d and %d", len(buckets), p.DataFiles, len(all), len(live))
+			}
+			for _, b := range buckets {
+				if b.Files != all[b.key] || b.files.len() != tc.want(b.key) {
+					t.Errorf("partition %s: %d files counted, %d kept; want %d and %d", b.Partition, b.Files, b.files.len(), all[b.key], tc.want(b.key))
+				}
+			}
+		})
+	}
+}
+
+func sumValues(m map[string]int) (n int) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -182,43 +182,6 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	// Each partition's files, packed (filelist.go): the plan keeps only
-	// its groups' lists, built from these.
-	type bucket struct {
-		PartitionDecision
-		files *fileList
-	}
-	buckets := map[string]*bucket{}
-	var order []string
-	deleteSeen := map[string]bool{}
-	dels := &deleteSets{}
-	err = scanTasks(ctx, tbl, snap, filter, func(t table.FileScanTask) {
-		key := partitionKey(t.File.SpecID(), t.File.Partition())
-		b := buckets[key]
-		if b == nil {
-			b = &bucket{PartitionDecision: PartitionDecision{
-				Partition: partitionName(meta, t.File.SpecID(), t.File.Partition()),
-				SpecID:    int(t.File.SpecID()),
-				key:       key,
-			}, files: newFileList(t.File.SpecID(), maps.Clone(t.File.Partition()), dels)}
-			buckets[key] = b
-			order = append(order, key)
-		}
-		b.Files++
-		b.Bytes += t.File.FileSizeBytes()
-		b.files.add(t)
-		p.DataFiles++
-		p.DataBytes += t.File.FileSizeBytes()
-		for _, d := range taskDeletes(t) {
-			if !deleteSeen[d.FilePath()] {
-				deleteSeen[d.FilePath()] = true
-				p.DeleteFiles++
-			}
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
 	var recent map[string]bool
 	if cfg.SkipPartitionsWrittenWithin > 0 {
 		recent, err = recentlyWrittenPartitions(ctx, tbl, snap, now.Add(-cfg.SkipPartitionsWrittenWithin))
@@ -226,12 +189,17 @@ func PlanTable(ctx context.Context, tbl *table.Table, cfg Config, now time.Time)
 			return nil, err
 		}
 	}
-
 	sizes := p.fileSizes()
+	dels := &deleteSets{}
+	buckets, err := p.scanPartitions(ctx, tbl, snap, filter, dels, planKeeps(cfg, sizes, p.sort.wholePartition(cfg.Strategy), recent))
+	if err != nil {
+		return nil, err
+	}
+
 	ratio := outputRatio(meta, snap)
-	for _, key := range order {
-		b := buckets[key]
-		delete(buckets, key) // its files go once its groups hold theirs
+	for bi, b := range buckets {
+		buckets[bi] = nil // its files go once its groups hold theirs
+		key := b.key
 		if recent[key] {
 			b.Skipped = ReasonRecentlyWrite
 			p.Partitions = append(p.Partitions, b.PartitionDecision)
@@ -325,6 +293,62 @@ func whereFilter(tbl *table.Table, cfg Config) (iceberg.BooleanExpression, error
 		return nil, fmt.Errorf("where %q does not fit the table schema: %w", cfg.Where, err)
 	}
 	return expr, nil
+}
+
+// bucket is what planning keeps of one partition: its decision, and the
+// files it may rewrite, packed.
+type bucket struct {
+	PartitionDecision
+	files *fileList
+}
+
+// scanPartitions lists the live data files of snap by partition, in the
+// order their partitions are first seen, counting every file (in the
+// partitions' decisions and the plan's totals) and keeping those keep
+// takes: what the plan holds while it decides is its candidates, not the
+// table.
+func (p *Plan) scanPartitions(ctx context.Context, tbl *table.Table, snap *table.Snapshot, filter iceberg.BooleanExpression,
+	dels *deleteSets, keep func(key string, t table.FileScanTask) bool) ([]*bucket, error) {
+	meta := tbl.Metadata()
+	byKey := map[string]*bucket{}
+	var out []*bucket
+	deleteSeen := map[string]bool{}
+	err := scanTasks(ctx, tbl, snap, filter, func(t table.FileScanTask) {
+		key := partitionKey(t.File.SpecID(), t.File.Partition())
+		b := byKey[key]
+		if b == nil {
+			b = &bucket{PartitionDecision: PartitionDecision{
+				Partition: partitionName(meta, t.File.SpecID(), t.File.Partition()),
+				SpecID:    int(t.File.SpecID()),
+				key:       key,
+			}, files: newFileList(t.File.SpecID(), maps.Clone(t.File.Partition()), dels)}
+			byKey[key] = b
+			out = append(out, b)
+		}
+		b.Files++
+		b.Bytes += t.File.FileSizeBytes()
+		if keep(key, t) {
+			b.files.add(t)
+		}
+		p.DataFiles++
+		p.DataBytes += t.File.FileSizeBytes()
+		for _, d := range taskDeletes(t) {
+			if !deleteSeen[d.FilePath()] {
+				deleteSeen[d.FilePath()] = true
+				p.DeleteFiles++
+			}
+		}
+	})
+	return out, err
+}
+
+// planKeeps is which files planning keeps of a partition: none of a
+// partition written too recently, every file when a chosen partition is
+// rewritten whole (a sort), and otherwise those selectPartition may choose.
+func planKeeps(cfg Config, sizes fileSizes, whole bool, recent map[string]bool) func(key string, t table.FileScanTask) bool {
+	return func(key string, t table.FileScanTask) bool {
+		return !recent[key] && (whole || sizeCandidate(cfg, sizes, t.File.FileSizeBytes()) || deleteLaden(cfg, t))
+	}
 }
 
 // InScope returns whether a data file of the table's current snapshot, by
