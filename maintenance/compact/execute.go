@@ -68,6 +68,10 @@ type Options struct {
 	// (internal/metacommit), instead of the catalog's commit, which
 	// parses the table again first; nil: the catalog's commit.
 	Swap metacommit.Swapper
+
+	// scanChunk is how many tasks one iceberg-go scan of a group reads
+	// (0: readChunk); tests lower it to read a small group in chunks.
+	scanChunk int
 }
 
 // Result is what a compaction run did.
@@ -131,6 +135,9 @@ func execute(ctx context.Context, cat TableLoader, tbl *table.Table, plan *Plan,
 	}
 	if opts.WriteBufferBatches <= 0 {
 		opts.WriteBufferBatches = 4
+	}
+	if opts.scanChunk <= 0 {
+		opts.scanChunk = readChunk
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {

@@ -181,7 +181,8 @@ func scanPath(env *pathEnv) rewriter {
 	if err != nil {
 		return failing{path: "iceberg-go", err: err}
 	}
-	return &scanRewriter{tbl: tbl, sizes: env.sizes, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches}
+	return &scanRewriter{tbl: tbl, sizes: env.sizes, batchRows: env.opts.ArrowBatchRows, bufferBatches: env.opts.WriteBufferBatches,
+		chunk: env.opts.scanChunk}
 }
 
 // rowGroupView is tbl as iceberg-go's writer sees it: the same metadata,
@@ -214,6 +215,7 @@ type scanRewriter struct {
 	tbl                      *table.Table
 	sizes                    fileSizes
 	batchRows, bufferBatches int
+	chunk                    int       // tasks a scan reads (readTasks)
 	sort                     *sortSpec // set: the sort path (sort.go)
 }
 
@@ -232,7 +234,7 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 	if lineage {
 		scanOpts = append(scanOpts, table.WithRowLineage())
 	}
-	schema, records, err := readTasks(ctx, tbl.Scan(scanOpts...), g.files)
+	schema, records, err := readTasks(ctx, tbl.Scan(scanOpts...), g.files, s.chunk)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read group: %w", err)
 	}
@@ -329,21 +331,22 @@ func (s *scanRewriter) rewrite(ctx context.Context, in *groupInput) (files []ice
 	return files, readRows, nil
 }
 
-// readChunk is how many of a group's tasks one scan reads. A scan holds the
-// tasks it is given, decoded (a few hundred bytes each), and loads the
-// delete files they apply anew: a delete file that applies to files of
-// several chunks is read once per chunk. Most groups are one chunk. An
-// error setting up a later chunk comes through the records, after files
-// were written: the group fails as on any read error, its files removed.
+// readChunk is how many of a group's tasks one scan reads by default. A
+// scan holds the tasks it is given, decoded (a few hundred bytes each),
+// and loads the delete files they apply anew: a delete file that applies
+// to files of several chunks is read once per chunk. Most groups are one
+// chunk. An error setting up a later chunk comes through the records,
+// after files were written: the group fails as on any read error, its
+// files removed.
 const readChunk = 16384
 
-// readTasks reads the rows of files through scan, readChunk tasks at a time,
+// readTasks reads the rows of files through scan, perScan tasks at a time,
 // in the list's order.
-func readTasks(ctx context.Context, scan *table.Scan, files *fileList) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
+func readTasks(ctx context.Context, scan *table.Scan, files *fileList, perScan int) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
 	r := listReader{l: files}
 	left := files.len()
 	chunk := func() []table.FileScanTask {
-		out := make([]table.FileScanTask, min(left, readChunk))
+		out := make([]table.FileScanTask, min(left, perScan))
 		for i := range out {
 			out[i] = r.next()
 		}
